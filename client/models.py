@@ -1,0 +1,207 @@
+"""Wire models of the v1 HTTP API (DESIGN §4).
+
+The service validates requests and serialises responses with these models, and
+the client parses responses with them, so both sides share one definition of
+the contract. Request models reject unknown fields (a typo is an error, not a
+silently ignored option); response models ignore them, so an older client keeps
+working against a newer service.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
+
+SEED_LIMIT = 2**63
+"""Seeds are 63-bit (DESIGN §3)."""
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolCallFunction(BaseModel):
+    name: str
+    arguments: str = Field(description="The arguments as a JSON string, as OpenAI sends them.")
+
+
+class ToolCall(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: ToolCallFunction
+
+
+class _ChatMessage(BaseModel):
+    """Fields shared by every chat message; absent optional fields are left out of the JSON."""
+
+    role: str
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_absent(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        return {key: value for key, value in handler(self).items() if value is not None}
+
+
+class Message(_ChatMessage):
+    """A chat message in the OpenAI shape."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+
+
+class AssistantMessage(_ChatMessage):
+    """An action: the model's message (text and/or tool calls)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["assistant"] = "assistant"
+
+
+Action = str | AssistantMessage
+"""A step's action: the assistant's text, or a whole assistant message."""
+
+
+class RewardComponent(BaseModel):
+    name: str
+    weight: float
+
+
+class EnvInfo(BaseModel):
+    name: str
+    version: str
+    description: str
+    kind: Literal["single_turn", "multi_turn", "tool"]
+    config_schema: dict[str, Any]
+    default_config: dict[str, Any]
+    splits: dict[str, int] = Field(description="Split name -> number of examples.")
+    reward_components: list[RewardComponent]
+    tools: list[dict[str, Any]] | None = None
+
+
+class EnvironmentsResponse(BaseModel):
+    environments: list[EnvInfo]
+
+
+class CreateEpisodesRequest(_Request):
+    env: str = Field(min_length=1, max_length=200)
+    config: dict[str, Any] | None = Field(
+        None, description="The environment's config; unset keys take its defaults."
+    )
+    split: str = "train"
+    example: int | None = Field(
+        None, ge=0, description="Example index in the split; a random one when left out."
+    )
+    seed: int | None = Field(None, ge=0, lt=SEED_LIMIT, description="Overrides the example's seed.")
+    n: int = Field(
+        1, ge=1, description="Episodes to create: one GRPO group sharing example and seed."
+    )
+    run: str | None = Field(None, min_length=1, max_length=200, description="Run label.")
+    metadata: dict[str, Any] | None = None
+
+
+class Episode(BaseModel):
+    id: str
+    env: str
+    split: str
+    example: int
+    seed: int
+    group: str
+    run: str | None
+    turn: int
+    done: bool
+    observation: list[Message]
+    info: dict[str, Any]
+
+
+class CreateEpisodesResponse(BaseModel):
+    episodes: list[Episode]
+
+
+class StepRequest(_Request):
+    action: Action
+    turn: int | None = Field(
+        None, ge=0, description="Steps already applied; makes retries safe (applied at most once)."
+    )
+
+
+class BatchStepItem(StepRequest):
+    episode_id: str
+
+
+class BatchStepRequest(_Request):
+    steps: list[BatchStepItem]
+
+
+class StepResult(BaseModel):
+    episode_id: str
+    turn: int = Field(description="Steps applied so far, this one included.")
+    observation: list[Message]
+    reward: float = Field(
+        description="Change of the running total: an episode's rewards sum to its total."
+    )
+    done: bool
+    info: dict[str, Any]
+
+
+class ErrorInfo(BaseModel):
+    code: str
+    message: str
+    details: Any = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorInfo
+
+
+class StepError(BaseModel):
+    episode_id: str
+    error: ErrorInfo
+
+
+class BatchStepResponse(BaseModel):
+    results: list[StepResult | StepError]
+
+
+class Score(BaseModel):
+    episode_id: str
+    done: bool
+    total: float
+    components: dict[str, float]
+    weights: dict[str, float]
+    metrics: dict[str, Any]
+
+
+class EpisodeRecord(BaseModel):
+    id: str
+    env: str
+    version: str
+    split: str
+    example: int
+    seed: int
+    group: str
+    run: str | None
+    metadata: dict[str, Any] | None
+    config: dict[str, Any]
+    turn: int
+    done: bool
+    status: Literal["active", "done", "aborted"]
+    messages: list[Message]
+    step_rewards: list[float]
+    score: Score
+    state: dict[str, Any] = Field(description="The environment's public state.")
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None

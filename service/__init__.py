@@ -1,0 +1,1 @@
+"""Wander's service: the FastAPI application, episode engine, stores and environments."""

@@ -1,0 +1,21 @@
+"""``/v1/environments``: what can be played, with config schemas and reward components."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from client.models import EnvInfo, EnvironmentsResponse
+from service.api.deps import EngineDep
+from service.api.errors import ERROR_RESPONSES
+
+router = APIRouter(prefix="/v1/environments", tags=["environments"], responses=ERROR_RESPONSES)
+
+
+@router.get("")
+async def list_environments(engine: EngineDep) -> EnvironmentsResponse:
+    return EnvironmentsResponse(environments=engine.environments())
+
+
+@router.get("/{name}")
+async def get_environment(name: str, engine: EngineDep) -> EnvInfo:
+    return engine.environment(name)

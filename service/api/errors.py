@@ -1,0 +1,90 @@
+"""The API's error shape: ``{"error": {"code", "message", "details"}}`` with a fitting status.
+
+Every error leaves through here, including FastAPI's own validation errors and
+unknown routes, so clients see one shape for all of them and never a bare 500
+for bad input.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from client.models import ErrorResponse
+from service.errors import WanderError
+
+log = logging.getLogger(__name__)
+
+STATUS_BY_CODE = {
+    "bad_request": 400,
+    "unauthorized": 401,
+    "env_not_found": 404,
+    "episode_not_found": 404,
+    "turn_mismatch": 409,
+    "episode_done": 409,
+    "episode_not_done": 409,
+    "payload_too_large": 413,
+    "validation_error": 422,
+    "rate_limited": 429,
+    "store_unavailable": 503,
+}
+RETRY_AFTER_SECONDS = 1
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse} for status in sorted(set(STATUS_BY_CODE.values()))
+}
+"""For route decorators: documents the error shape in the OpenAPI schema."""
+
+
+def error_response(
+    status: int, code: str, message: str, details: Any = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    body = {"error": {"code": code, "message": message, "details": details}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+async def _wander_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, WanderError)
+    status = STATUS_BY_CODE[exc.code]
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
+    return error_response(status, exc.code, exc.message, exc.details, headers)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    if any(error["type"] == "json_invalid" for error in errors):
+        return error_response(400, "bad_request", "the request body is not valid JSON")
+    if "json" not in request.headers.get("content-type", "") and any(
+        error["loc"] == ("body",) for error in errors
+    ):
+        return error_response(
+            400, "bad_request", "send the body as JSON, with Content-Type: application/json"
+        )
+    details = [
+        {"loc": list(error["loc"]), "msg": error["msg"], "type": error["type"]} for error in errors
+    ]
+    return error_response(422, "validation_error", "the request is invalid", details)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return error_response(500, "internal_error", "internal server error")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(WanderError, _wander_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected_error)

@@ -1,0 +1,103 @@
+"""The environment SDK (DESIGN §2).
+
+An environment is a deterministic state machine over chat messages. Instances
+hold no per-episode state: everything an episode needs lives in a
+JSON-serialisable ``state`` dict that the engine loads and saves around every
+call, which is what lets any replica serve any step. Environments know nothing
+of HTTP, stores or archives.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.envs.seeding import TurnRandom
+
+Message = dict[str, Any]
+"""A chat message in the OpenAI shape: ``{role, content, tool_calls?, tool_call_id?, name?}``."""
+
+State = dict[str, Any]
+"""An episode's JSON-serialisable state, owned by the environment."""
+
+EnvKind = Literal["single_turn", "multi_turn", "tool"]
+
+
+class EnvConfig(BaseModel):
+    """Base of every environment's config; unknown keys are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seed: int = Field(0, description="Dataset seed: part of every example's seed.")
+
+
+ConfigT = TypeVar("ConfigT", bound=EnvConfig)
+
+
+class Reset(NamedTuple):
+    """What ``reset`` returns: the initial state and the opening messages."""
+
+    state: State
+    messages: list[Message]
+
+
+class Transition(NamedTuple):
+    """What ``step`` returns: the new state, the environment's reply and whether it ended."""
+
+    state: State
+    messages: list[Message]
+    done: bool
+
+
+class Score(NamedTuple):
+    """The rubric's verdict: reward components (weighted by the env) and metrics (not rewards)."""
+
+    components: dict[str, float]
+    metrics: dict[str, Any]
+
+
+class Environment(ABC, Generic[ConfigT]):
+    """Base class of environments; subclasses fill the class attributes and the methods."""
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    description: ClassVar[str]
+    kind: ClassVar[EnvKind]
+    Config: ClassVar[type[EnvConfig]]
+    reward_weights: ClassVar[Mapping[str, float]]
+    """Component name -> weight; the total reward is the weighted sum of the components."""
+    split_names: ClassVar[tuple[str, ...]] = ("train", "eval")
+    tools: ClassVar[list[dict[str, Any]] | None] = None
+    """OpenAI tool schemas offered to the model, for tool environments."""
+
+    @abstractmethod
+    def examples(self, config: ConfigT, split: str) -> Sequence[Any]:
+        """The task dataset of ``split``; item ``i`` is the same on every machine."""
+
+    @abstractmethod
+    def reset(self, config: ConfigT, example: Any, seed: int) -> Reset:
+        """Start an episode on ``example`` with the example seed ``seed``."""
+
+    @abstractmethod
+    def step(self, config: ConfigT, state: State, action: Message, rng: TurnRandom) -> Transition:
+        """Apply one assistant message; draw randomness only from ``rng``."""
+
+    @abstractmethod
+    def score(self, config: ConfigT, state: State) -> Score:
+        """Score the episode so far; outcome components are 0 until it is done."""
+
+    def public_state(self, state: State) -> dict[str, Any]:
+        """What clients may see of ``state``; override to hide answers."""
+        return dict(state)
+
+    def split_sizes(self, config: ConfigT) -> dict[str, int]:
+        """Split name -> number of examples."""
+        return {split: len(self.examples(config, split)) for split in self.split_names}
+
+    def total(self, components: Mapping[str, float]) -> float:
+        """The weighted sum of the reward components."""
+        return math.fsum(self.reward_weights[name] * value for name, value in components.items())

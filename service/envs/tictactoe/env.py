@@ -1,0 +1,242 @@
+"""The ``tictactoe`` environment (DESIGN §5): the model plays X against a tunable O."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+from typing import Any, Literal, overload
+
+from pydantic import Field, model_validator
+
+from service.envs.sdk import EnvConfig, Environment, Message, Reset, Score, State, Transition
+from service.envs.seeding import TurnRandom, stable_hash
+from service.envs.tictactoe.game import (
+    EMPTY,
+    EMPTY_BOARD,
+    legal_moves,
+    optimal_moves,
+    place,
+    winner,
+)
+
+SYSTEM_PROMPT = """\
+You are playing tic-tac-toe as X against an opponent who plays O.
+The cells are numbered 0 to 8, row by row:
+
+ 0 | 1 | 2
+---+---+---
+ 3 | 4 | 5
+---+---+---
+ 6 | 7 | 8
+
+On each turn, reason briefly inside <think>...</think>, then give the number of \
+an empty cell inside <move>...</move>, for example: <think>The centre is free.</think><move>4</move>
+Three X in a row, column or diagonal wins."""
+
+FORMAT = re.compile(r"\s*<think>.*?</think>.*?<move>.*?</move>\s*", re.DOTALL)
+THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+MOVE = re.compile(r"<move>(.*?)</move>", re.DOTALL)
+
+WIN, DRAW, LOSS = 1.0, 0.5, 0.0
+INVALID_MOVE_PENALTY = -0.1
+
+
+class TicTacToeConfig(EnvConfig):
+    min_random_move_prob: float = Field(
+        0.0, ge=0.0, le=1.0, description="Lowest chance that the opponent plays a random move."
+    )
+    max_random_move_prob: float = Field(
+        1.0, ge=0.0, le=1.0, description="Highest chance that the opponent plays a random move."
+    )
+    num_groups: int = Field(
+        1,
+        ge=1,
+        description="Difficulty strata: example i draws its random-move probability inside "
+        "stratum i mod num_groups, so any num_groups consecutive examples span the range.",
+    )
+    max_turns: int = Field(
+        8, ge=1, le=64, description="Model messages allowed, invalid ones included; then a loss."
+    )
+    train_size: int = Field(10_000, ge=1, le=10_000_000, description="Examples in `train`.")
+    eval_size: int = Field(1_000, ge=1, le=10_000_000, description="Examples in `eval`.")
+
+    @model_validator(mode="after")
+    def _ordered_range(self) -> TicTacToeConfig:
+        if self.min_random_move_prob > self.max_random_move_prob:
+            raise ValueError("min_random_move_prob must not exceed max_random_move_prob")
+        return self
+
+
+class Examples(Sequence[dict[str, float]]):
+    """The lazily generated dataset of one split: example i is ``{"random_move_prob": p_i}``."""
+
+    def __init__(self, config: TicTacToeConfig, split: str, size: int) -> None:
+        self._config = config
+        self._split = split
+        self._size = size
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, float]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, float]]: ...
+    def __getitem__(self, index: int | slice) -> dict[str, float] | list[dict[str, float]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._size))]
+        if not -self._size <= index < self._size:
+            raise IndexError(index)
+        index %= self._size
+        config = self._config
+        lo, hi = config.min_random_move_prob, config.max_random_move_prob
+        width = (hi - lo) / config.num_groups
+        stratum = index % config.num_groups
+        # Salted apart from the example seed so that overriding an episode's seed
+        # changes who starts and the opponent's draws, never the example's difficulty.
+        draw = random.Random(
+            stable_hash(TicTacToe.name, "random_move_prob", self._split, config.seed, index)
+        ).random()
+        return {"random_move_prob": lo + width * (stratum + draw)}
+
+
+def render_board(board: str) -> str:
+    """The board with X, O and the numbers of the empty cells."""
+    cells = [mark if mark != EMPTY else str(i) for i, mark in enumerate(board)]
+    rows = [" " + " | ".join(cells[r : r + 3]) for r in (0, 3, 6)]
+    return "\n---+---+---\n".join(rows)
+
+
+def parse_move(content: str | None) -> int | str:
+    """The cell of the last ``<move>`` tag outside ``<think>``, or why there is none."""
+    moves = MOVE.findall(THINK.sub("", content or ""))
+    if not moves:
+        return "no <move>N</move> tag found"
+    text = moves[-1].strip()
+    if not (text.isascii() and text.isdigit()) or int(text) > 8:
+        return f"{text[:20]!r} is not a cell number from 0 to 8"
+    return int(text)
+
+
+class TicTacToe(Environment[TicTacToeConfig]):
+    name = "tictactoe"
+    version = "1.0.0"
+    description = (
+        "Tic-tac-toe: the model plays X against an opponent that plays randomly with a "
+        "per-example probability and minimax-optimally otherwise."
+    )
+    kind = "multi_turn"
+    Config = TicTacToeConfig
+    reward_weights = {"win": 1.0, "format": 0.2, "invalid_move": 1.0}
+
+    def examples(self, config: TicTacToeConfig, split: str) -> Examples:
+        size = {"train": config.train_size, "eval": config.eval_size}[split]
+        return Examples(config, split, size)
+
+    def reset(self, config: TicTacToeConfig, example: dict[str, float], seed: int) -> Reset:
+        model_starts = random.Random(seed).random() < 0.5
+        p = example["random_move_prob"]
+        board = EMPTY_BOARD
+        if model_starts:
+            news = "You play first."
+        else:
+            cell = _opponent_move(board, p, TurnRandom(seed).at(board))
+            board = place(board, cell, "O")
+            news = f"The opponent (O) played first, in cell {cell}."
+        state: State = {
+            "board": board,
+            "model_starts": model_starts,
+            "random_move_prob": p,
+            "max_turns": config.max_turns,
+            "turns": 0,
+            "invalid_moves": 0,
+            "formatted": 0,
+            "winner": None,
+        }
+        messages = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": _your_turn(news, board)},
+        ]
+        return Reset(state, messages)
+
+    def step(
+        self, config: TicTacToeConfig, state: State, action: Message, rng: TurnRandom
+    ) -> Transition:
+        content = action.get("content")
+        state = {
+            **state,
+            "turns": state["turns"] + 1,
+            "formatted": state["formatted"] + bool(content and FORMAT.fullmatch(content)),
+        }
+        board = state["board"]
+        move = parse_move(content)
+        if isinstance(move, int) and board[move] != EMPTY:
+            move = f"cell {move} is already taken"
+        if isinstance(move, str):
+            state["invalid_moves"] += 1
+            return self._reply(state, f"Invalid move: {move}.", board)
+
+        board = place(board, move, "X")
+        if winner(board) is not None:
+            return self._reply(state, f"You played {move}.", board)
+        cell = _opponent_move(board, state["random_move_prob"], rng.at(board))
+        return self._reply(state, f"The opponent (O) played {cell}.", place(board, cell, "O"))
+
+    def _reply(self, state: State, news: str, board: str) -> Transition:
+        result = winner(board)
+        state["board"], state["winner"] = board, result
+        if result is None and state["turns"] < state["max_turns"]:
+            return Transition(state, [{"role": "user", "content": _your_turn(news, board)}], False)
+        ending = {
+            "X": "You win!",
+            "O": "The opponent wins.",
+            "draw": "It's a draw.",
+            None: f"The limit of {state['max_turns']} turns was reached: it counts as a loss.",
+        }[result]
+        content = f"{news}\n\n{render_board(board)}\n\nGame over. {ending}"
+        return Transition(state, [{"role": "user", "content": content}], True)
+
+    def score(self, config: TicTacToeConfig, state: State) -> Score:
+        outcome = _outcome(state)
+        turns = state["turns"]
+        components = {
+            "win": {"win": WIN, "draw": DRAW, "loss": LOSS, None: 0.0}[outcome],
+            "format": state["formatted"] / turns if turns else 0.0,
+            "invalid_move": INVALID_MOVE_PENALTY if state["invalid_moves"] else 0.0,
+        }
+        metrics = {
+            "outcome": outcome,
+            "invalid_moves": state["invalid_moves"],
+            "turns": turns,
+            "model_starts": state["model_starts"],
+            "random_move_prob": state["random_move_prob"],
+        }
+        return Score(components, metrics)
+
+    def public_state(self, state: State) -> dict[str, Any]:
+        keys = ("board", "winner", "model_starts", "random_move_prob", "invalid_moves", "max_turns")
+        return {key: state[key] for key in keys}
+
+
+def _outcome(state: State) -> Literal["win", "draw", "loss"] | None:
+    result = state["winner"]
+    if result == "X":
+        return "win"
+    if result == "draw":
+        return "draw"
+    if result == "O" or state["turns"] >= state["max_turns"]:
+        return "loss"
+    return None
+
+
+def _opponent_move(board: str, random_move_prob: float, rng: random.Random) -> int:
+    """A uniformly random legal move with probability p, else a uniformly chosen optimal one."""
+    if rng.random() < random_move_prob:
+        return rng.choice(legal_moves(board))
+    return rng.choice(optimal_moves(board, "O"))
+
+
+def _your_turn(news: str, board: str) -> str:
+    available = ", ".join(map(str, legal_moves(board)))
+    return f"{news}\n\n{render_board(board)}\n\nAvailable positions: {available}\nYour turn."

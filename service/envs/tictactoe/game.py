@@ -1,0 +1,86 @@
+"""Tic-tac-toe rules and a precomputed minimax table.
+
+A board is a 9-character string, row-major cells 0..8, ``X``, ``O`` or ``.``.
+The whole game tree (a few thousand positions for either first player) is
+solved once at import, so choosing an optimal move is a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Player = Literal["X", "O"]
+Outcome = Literal["X", "O", "draw"]
+
+EMPTY = "."
+EMPTY_BOARD = EMPTY * 9
+LINES = (
+    (0, 1, 2), (3, 4, 5), (6, 7, 8),
+    (0, 3, 6), (1, 4, 7), (2, 5, 8),
+    (0, 4, 8), (2, 4, 6),
+)  # fmt: skip
+
+
+def other(player: Player) -> Player:
+    return "O" if player == "X" else "X"
+
+
+def winner(board: str) -> Outcome | None:
+    """``X`` or ``O`` if that player has a line, ``draw`` if the board is full, else None."""
+    for a, b, c in LINES:
+        if board[a] != EMPTY and board[a] == board[b] == board[c]:
+            return board[a]  # type: ignore[return-value]
+    return "draw" if EMPTY not in board else None
+
+
+def legal_moves(board: str) -> list[int]:
+    return [cell for cell, mark in enumerate(board) if mark == EMPTY]
+
+
+def place(board: str, cell: int, player: Player) -> str:
+    return board[:cell] + player + board[cell + 1 :]
+
+
+def _solve() -> tuple[dict[tuple[str, Player], int], dict[tuple[str, Player], tuple[int, ...]]]:
+    """Minimax over every position reachable from the empty board, either player first.
+
+    Scores are from the point of view of the player to move: 0 for a draw, and
+    for a win or a loss ``1 +`` the cells still empty when it happens, so that
+    among winning moves the quickest is optimal and among losing ones the
+    slowest: the opponent takes a win that is on the board instead of dawdling.
+    """
+    scores: dict[tuple[str, Player], int] = {}
+    best: dict[tuple[str, Player], tuple[int, ...]] = {}
+
+    def score(board: str, player: Player) -> int:
+        key = (board, player)
+        if key in scores:
+            return scores[key]
+        result = winner(board)
+        if result is not None:
+            # The previous mover made the line, or the board is full.
+            scores[key] = 0 if result == "draw" else -(1 + board.count(EMPTY))
+            return scores[key]
+        scored = [(-score(place(board, m, player), other(player)), m) for m in legal_moves(board)]
+        top = max(value for value, _ in scored)
+        scores[key] = top
+        best[key] = tuple(m for value, m in scored if value == top)
+        return top
+
+    score(EMPTY_BOARD, "X")
+    score(EMPTY_BOARD, "O")
+    return scores, best
+
+
+_SCORES, _OPTIMAL = _solve()
+
+
+def optimal_moves(board: str, player: Player) -> tuple[int, ...]:
+    """All minimax-optimal moves of ``player`` on ``board`` (a game still in progress)."""
+    return _OPTIMAL[(board, player)]
+
+
+def position_value(board: str, player: Player) -> int:
+    """Minimax value for ``player`` to move: 1 forced win, 0 draw, -1 forced loss."""
+    score = _SCORES[(board, player)]
+    return (score > 0) - (score < 0)

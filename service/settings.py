@@ -1,0 +1,25 @@
+"""Service settings, read from ``WANDER_*`` environment variables (DESIGN §4)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="WANDER_", extra="ignore")
+
+    redis_url: str | None = Field(
+        None, description="Redis URL for episode state; unset: the in-process store (one process)."
+    )
+    redis_prefix: str = Field("wander:", description="Prefix of every Redis key written.")
+    episode_ttl_seconds: int = Field(
+        3600, ge=1, description="An episode untouched this long is forgotten."
+    )
+    max_action_bytes: int = Field(65_536, ge=1, description="Largest action (413 above).")
+    max_group_size: int = Field(256, ge=1, description="Largest `n` of one create request.")
+    max_batch_steps: int = Field(1024, ge=1, description="Most steps in one batch request.")
+    max_metadata_bytes: int = Field(16_384, ge=0, description="Largest metadata (413 above).")
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"

@@ -1,0 +1,20 @@
+"""Episode stores: in-process (one process) and Redis (shared)."""
+
+from __future__ import annotations
+
+from service.settings import Settings
+from service.store.base import EpisodeStore, Versioned
+from service.store.memory import MemoryStore
+
+__all__ = ["EpisodeStore", "MemoryStore", "Versioned", "open_store"]
+
+
+def open_store(settings: Settings) -> EpisodeStore:
+    """The store the settings ask for: Redis if ``redis_url`` is set, else in-process."""
+    if settings.redis_url:
+        from service.store.redis import RedisStore
+
+        return RedisStore.from_url(
+            settings.redis_url, settings.episode_ttl_seconds, settings.redis_prefix
+        )
+    return MemoryStore(settings.episode_ttl_seconds)

@@ -1,0 +1,50 @@
+"""Small helpers for playing games over HTTP in tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tests.agents import Agent
+
+
+async def create(api: httpx.AsyncClient, **body: Any) -> list[dict[str, Any]]:
+    response = await api.post("/v1/episodes", json={"env": "tictactoe", **body})
+    assert response.status_code == 201, response.text
+    episodes: list[dict[str, Any]] = response.json()["episodes"]
+    return episodes
+
+
+async def step(
+    api: httpx.AsyncClient, episode_id: str, action: Any, turn: int | None = None
+) -> httpx.Response:
+    body: dict[str, Any] = {"action": action}
+    if turn is not None:
+        body["turn"] = turn
+    return await api.post(f"/v1/episodes/{episode_id}/step", json=body)
+
+
+async def play_game(
+    api: httpx.AsyncClient, episode: dict[str, Any], agent: Agent
+) -> list[dict[str, Any]]:
+    """Play ``episode`` to the end with ``agent``; returns the step results."""
+    results = []
+    board, turn, done = episode["info"]["board"], 0, False
+    while not done:
+        response = await step(api, episode["id"], agent(board), turn)
+        assert response.status_code == 200, response.text
+        result = response.json()
+        results.append(result)
+        board, turn, done = result["info"]["board"], result["turn"], result["done"]
+    return results
+
+
+def error_of(response: httpx.Response) -> dict[str, Any]:
+    """The error object of an error response, checking the documented shape."""
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert set(body["error"]) == {"code", "message", "details"}, body
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    error: dict[str, Any] = body["error"]
+    return error

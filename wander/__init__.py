@@ -1,0 +1,1 @@
+"""The ``wander`` command line."""

@@ -1,0 +1,3 @@
+from wander.cli import app
+
+app()
