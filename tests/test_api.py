@@ -214,6 +214,12 @@ async def test_health_readiness_and_openapi(api: httpx.AsyncClient) -> None:
     assert (await api.get("/healthz")).json() == {"status": "ok"}
     assert (await api.get("/readyz")).json() == {"status": "ready"}
     schema = (await api.get("/openapi.json")).json()
-    assert {"/v1/environments", "/v1/episodes", "/v1/step", "/v1/episodes/{episode_id}/step",
-            "/v1/episodes/{episode_id}/score", "/v1/episodes/{episode_id}"} <= set(schema["paths"])  # fmt: skip
+    assert {
+        "/v1/environments",
+        "/v1/episodes",
+        "/v1/step",
+        "/v1/episodes/{episode_id}/step",
+        "/v1/episodes/{episode_id}/score",
+        "/v1/episodes/{episode_id}",
+    } <= set(schema["paths"])
     assert "ErrorResponse" in schema["components"]["schemas"]

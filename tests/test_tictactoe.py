@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from typing import Any
 
@@ -47,7 +48,7 @@ def opponent_moves(boards: list[str], model_starts: bool) -> list[tuple[str, int
     moves = []
     if not model_starts:
         moves.append((EMPTY_BOARD, boards[0].index("O")))
-    for before, after in zip(boards, boards[1:], strict=False):
+    for before, after in itertools.pairwise(boards):
         placed = [i for i in range(9) if before[i] != after[i]]
         o_cells = [i for i in placed if after[i] == "O"]
         if o_cells:
@@ -143,8 +144,16 @@ def test_same_inputs_give_identical_transcripts() -> None:
 def test_same_position_by_different_paths_gets_the_same_reply() -> None:
     config = TicTacToeConfig(min_random_move_prob=0.5, max_random_move_prob=0.5)
     seed = 123
-    base = {"board": "O.X......", "model_starts": False, "random_move_prob": 0.5,
-            "max_turns": 8, "turns": 1, "invalid_moves": 0, "formatted": 1, "winner": None}  # fmt: skip
+    base = {
+        "board": "O.X......",
+        "model_starts": False,
+        "random_move_prob": 0.5,
+        "max_turns": 8,
+        "turns": 1,
+        "invalid_moves": 0,
+        "formatted": 1,
+        "winner": None,
+    }
     via_4 = ENV.step(config, base, {"content": answer(4)}, TurnRandom(seed))
     other = {**base, "board": "O...X...."}
     via_2 = ENV.step(config, other, {"content": answer(2)}, TurnRandom(seed))

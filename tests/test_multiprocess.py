@@ -1,0 +1,113 @@
+"""Several service processes on one Redis serve one episode as if they were one
+(DESIGN §3: same inputs, same bytes, on any replica, before and after a restart)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+
+from service.app import create_app
+from service.envs.seeding import stable_hash
+from service.envs.tictactoe.game import legal_moves
+from service.settings import Settings
+from tests.agents import answer
+from tests.servers import ServiceProcess
+
+CONFIG = {"min_random_move_prob": 0.5, "max_random_move_prob": 0.5, "max_turns": 12}
+
+
+def board_agent(board: str) -> str:
+    """Deterministic in the board alone, with an invalid move now and then."""
+    pick = stable_hash("agent", board)
+    if pick % 5 == 0:
+        return answer(9)
+    moves = legal_moves(board)
+    return answer(moves[pick % len(moves)])
+
+
+@pytest.fixture
+def replicas(redis_url: str, redis_prefix: str) -> Iterator[list[ServiceProcess]]:
+    env = {"WANDER_REDIS_URL": redis_url, "WANDER_REDIS_PREFIX": redis_prefix}
+    servers = [ServiceProcess(env).start(), ServiceProcess(env).start()]
+    yield servers
+    for server in servers:
+        server.kill()
+
+
+def strip_ids(result: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in result.items() if key != "episode_id"}
+
+
+async def reference_game(example: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The game played on one process with the in-process store."""
+    app = create_app(Settings(redis_url=None))
+    async with (
+        LifespanManager(app) as manager,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=manager.app), base_url="http://t"
+        ) as api,
+    ):
+        body = {"env": "tictactoe", "config": CONFIG, "example": example}
+        episode = (await api.post("/v1/episodes", json=body)).json()["episodes"][0]
+        results, board, done = [], episode["info"]["board"], False
+        while not done:
+            action = {"action": board_agent(board), "turn": len(results)}
+            result = (await api.post(f"/v1/episodes/{episode['id']}/step", json=action)).json()
+            results.append(strip_ids(result))
+            board, done = result["info"]["board"], result["done"]
+        score = (await api.get(f"/v1/episodes/{episode['id']}/score")).json()
+        return results, strip_ids(score)
+
+
+@pytest.mark.parametrize("example", [3, 8])
+def test_alternating_replicas_and_a_kill_9_change_nothing(
+    replicas: list[ServiceProcess], example: int
+) -> None:
+    expected_results, expected_score = asyncio.run(reference_game(example))
+    assert len(expected_results) >= 3
+
+    body = {"env": "tictactoe", "config": CONFIG, "example": example}
+    episode = httpx.post(f"{replicas[0].url}/v1/episodes", json=body).json()["episodes"][0]
+    results, board, done = [], episode["info"]["board"], False
+    while not done:
+        turn = len(results)
+        if turn == 2:
+            replicas[0].kill()  # mid-episode, between two steps
+            replicas[0].start()
+        server = replicas[turn % 2]
+        action = {"action": board_agent(board), "turn": turn}
+        response = httpx.post(f"{server.url}/v1/episodes/{episode['id']}/step", json=action)
+        assert response.status_code == 200, response.text
+        result = response.json()
+        results.append(strip_ids(result))
+        board, done = result["info"]["board"], result["done"]
+    score = httpx.get(f"{replicas[1].url}/v1/episodes/{episode['id']}/score").json()
+
+    assert results == expected_results
+    assert strip_ids(score) == expected_score
+
+
+async def test_32_simultaneous_steps_across_two_processes_apply_once(
+    replicas: list[ServiceProcess],
+) -> None:
+    async with httpx.AsyncClient(timeout=10) as client:
+        body = {"env": "tictactoe", "config": CONFIG, "example": 1}
+        created = await client.post(f"{replicas[0].url}/v1/episodes", json=body)
+        episode_id = created.json()["episodes"][0]["id"]
+        responses = await asyncio.gather(
+            *(
+                client.post(
+                    f"{replicas[i % 2].url}/v1/episodes/{episode_id}/step",
+                    json={"action": answer(4, f"racer {i}"), "turn": 0},
+                )
+                for i in range(32)
+            )
+        )
+        assert sorted(r.status_code for r in responses) == [200] + [409] * 31
+        record = (await client.get(f"{replicas[1].url}/v1/episodes/{episode_id}")).json()
+        assert record["turn"] == 1 and len(record["messages"]) == 4
