@@ -205,3 +205,58 @@ class EpisodeRecord(BaseModel):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+
+
+class RunInfo(BaseModel):
+    run: str
+    episodes: int
+    envs: list[str]
+    first_created_at: datetime
+    last_finished_at: datetime | None
+
+
+class RunsResponse(BaseModel):
+    runs: list[RunInfo]
+
+
+class NumericSummary(BaseModel):
+    """Distribution of a number over episodes (population standard deviation)."""
+
+    kind: Literal["numeric"] = "numeric"
+    mean: float
+    std: float
+    min: float
+    max: float
+    nonzero_rate: float = Field(description="Share of episodes where the value is not 0.")
+
+
+class CategoricalSummary(BaseModel):
+    """Share of episodes per value (booleans and null as ``"true"``, ``"false"``, ``"null"``)."""
+
+    kind: Literal["categorical"] = "categorical"
+    rates: dict[str, float]
+
+
+class RunSummary(BaseModel):
+    """A run's archived episodes; reward, components and metrics are over the ``done`` ones."""
+
+    run: str
+    episodes: int
+    statuses: dict[str, int] = Field(description="Episodes per status (done, aborted).")
+    envs: dict[str, int]
+    first_created_at: datetime
+    last_finished_at: datetime | None
+    reward: NumericSummary | None = Field(description="Total reward; null with no done episode.")
+    components: dict[str, float] = Field(description="Mean of each reward component.")
+    metrics: dict[str, NumericSummary | CategoricalSummary] = Field(
+        description="Per metric: numeric distribution, or the rate of each value "
+        "(tic-tac-toe: outcome win/draw/loss rates, invalid_moves, turns)."
+    )
+
+
+class ArchivedEpisodesPage(BaseModel):
+    run: str
+    total: int = Field(description="Episodes matching the filters.")
+    limit: int
+    offset: int
+    episodes: list[EpisodeRecord]

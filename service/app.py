@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from service.api import environments, episodes, health
+from service.api import environments, episodes, health, runs
 from service.api.errors import install_error_handlers
+from service.archive import Archive
+from service.archiver import Archiver
 from service.engine import Engine
 from service.envs import Registry
 from service.settings import Settings
 from service.store import open_store
+
+log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -22,10 +28,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = open_store(settings)
+        archive = Archive(settings.database_url)
+        archiver = Archiver(store, archive)
         app.state.engine = Engine(store, Registry.from_entry_points(), settings)
+        app.state.archive = archive
+        app.state.archiver = archiver
+        worker = asyncio.create_task(archiver.run(), name="archiver")
         try:
             yield
         finally:
+            archiver.stop()
+            await worker
+            await _flush(archiver)
+            archive.dispose()
             await store.aclose()
 
     app = FastAPI(
@@ -37,5 +52,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(environments.router)
     app.include_router(episodes.router)
+    app.include_router(runs.router)
     app.include_router(health.router)
     return app
+
+
+async def _flush(archiver: Archiver) -> None:
+    """Archive what is still queued before the process goes."""
+    try:
+        written = await archiver.flush()
+    except Exception as exc:
+        if archiver.store.durable:
+            log.warning("the archive backlog stays queued in the store until a restart: %s", exc)
+        else:
+            lost = await archiver.store.backlog()
+            log.error("%d finished episodes are lost, the archive refused them: %s", lost, exc)
+    else:
+        if written:
+            log.info("archived %d finished episodes at shutdown", written)

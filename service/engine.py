@@ -157,7 +157,7 @@ class Engine:
                     {"turn": episode.turn},
                 )
             updated, result = self._apply(episode, message)
-            if await self.store.replace(episode_id, version, updated.model_dump_json().encode()):
+            if await self._save(updated, version):
                 return result
             # Another request applied a step first: look again.
 
@@ -197,13 +197,7 @@ class Engine:
 
     async def episode(self, episode_id: str) -> EpisodeRecord:
         episode, _ = await self._load(episode_id)
-        env = self._env(episode.env)
-        return EpisodeRecord(
-            **episode.model_dump(exclude={"state", "total", "last_step"}),
-            done=episode.done,
-            score=self._score(episode),
-            state=env.public_state(episode.state),
-        )
+        return self._record(episode)
 
     async def abort(self, episode_id: str) -> None:
         """Mark an active episode aborted; a finished one is left as it is."""
@@ -215,7 +209,7 @@ class Engine:
             aborted = episode.model_copy(
                 update={"status": "aborted", "updated_at": now, "finished_at": now}
             )
-            if await self.store.replace(episode_id, version, aborted.model_dump_json().encode()):
+            if await self._save(aborted, version):
                 return
 
     # Internals
@@ -231,6 +225,23 @@ class Engine:
         if item is None:
             raise EpisodeNotFound(f"no episode {episode_id!r} (unknown, or expired after idling)")
         return StoredEpisode.model_validate_json(item.data), item.version
+
+    async def _save(self, episode: StoredEpisode, version: int) -> bool:
+        """Compare-and-set ``episode`` over ``version``; a finished episode's record is
+        queued for the archive in the same write."""
+        archive = self._record(episode).model_dump_json().encode() if episode.done else None
+        return await self.store.replace(
+            episode.id, version, episode.model_dump_json().encode(), archive
+        )
+
+    def _record(self, episode: StoredEpisode) -> EpisodeRecord:
+        env = self._env(episode.env)
+        return EpisodeRecord(
+            **episode.model_dump(exclude={"state", "total", "last_step"}),
+            done=episode.done,
+            score=self._score(episode),
+            state=env.public_state(episode.state),
+        )
 
     def _apply(self, episode: StoredEpisode, action: Message) -> tuple[StoredEpisode, StepResult]:
         """The episode after ``action``, and the step's result; nothing is written."""

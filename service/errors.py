@@ -54,3 +54,13 @@ class StoreUnavailable(WanderError):
     """The episode store cannot be reached; the request may be retried."""
 
     code = "store_unavailable"
+
+
+class RunNotFound(WanderError):
+    code = "run_not_found"
+
+
+class DatabaseUnavailable(WanderError):
+    """The archive database cannot be reached; the request may be retried."""
+
+    code = "database_unavailable"

@@ -22,4 +22,15 @@ class Settings(BaseSettings):
     max_group_size: int = Field(256, ge=1, description="Largest `n` of one create request.")
     max_batch_steps: int = Field(1024, ge=1, description="Most steps in one batch request.")
     max_metadata_bytes: int = Field(16_384, ge=0, description="Largest metadata (413 above).")
+    database_url: str = Field(
+        "sqlite:///wander.db",
+        description="SQLAlchemy URL of the archive; the default is a SQLite file in the "
+        "working directory, migrated automatically by `wander serve`.",
+    )
+    archive_claim_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="A finished episode taken by an archiver that never wrote it "
+        "(it died) is taken over by another after this long.",
+    )
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"

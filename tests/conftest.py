@@ -1,5 +1,6 @@
 """Shared fixtures: a real Redis (the machine's, or one started for the suite), the
-service over FastAPI's ASGI transport on either store, and small agents."""
+archive on SQLite and on a real PostgreSQL, and the service over FastAPI's ASGI
+transport on either store."""
 
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 import redis
+import sqlalchemy
 from asgi_lifespan import LifespanManager
 
 from service.app import create_app
+from service.archive.migrations import upgrade
 from service.settings import Settings
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_POSTGRES_URL = "postgresql+psycopg://127.0.0.1:5432/test"
 
 
 def free_port() -> int:
@@ -76,18 +80,70 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
         client.delete(*keys)
 
 
+@pytest.fixture(scope="session")
+def postgres_server_url() -> str:
+    """A PostgreSQL we may create databases on: ``WANDER_TEST_POSTGRES_URL`` or the local one."""
+    url = os.environ.get("WANDER_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
+    engine = sqlalchemy.create_engine(url, connect_args={"connect_timeout": 3})
+    try:
+        with engine.connect():
+            pass
+    except sqlalchemy.exc.OperationalError as exc:
+        pytest.skip(f"no PostgreSQL at {url} ({exc.orig}): PostgreSQL archive tests skipped")
+    finally:
+        engine.dispose()
+    return url
+
+
+@pytest.fixture
+def postgresql_url(postgres_server_url: str) -> Iterator[str]:
+    """An empty database of this test's own on the PostgreSQL server, dropped afterwards."""
+    name = f"wander_test_{uuid.uuid4().hex[:12]}"
+    admin = sqlalchemy.create_engine(postgres_server_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+    yield (
+        sqlalchemy.make_url(postgres_server_url)
+        .set(database=name)
+        .render_as_string(hide_password=False)
+    )
+    with admin.connect() as connection:
+        connection.execute(sqlalchemy.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: os.PathLike[str]) -> str:
+    return f"sqlite:///{tmp_path}/archive.db"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_database_url(request: pytest.FixtureRequest) -> str:
+    """An empty archive database: SQLite, then a real PostgreSQL."""
+    return str(request.getfixturevalue(f"{request.param}_url"))
+
+
+@pytest.fixture
+def database_url(empty_database_url: str) -> str:
+    """A migrated archive database, on SQLite and on PostgreSQL."""
+    upgrade(empty_database_url)
+    return empty_database_url
+
+
 @pytest.fixture(params=["memory", "redis"])
 def store_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
 @pytest.fixture
-def settings(store_kind: str, request: pytest.FixtureRequest) -> Settings:
+def settings(store_kind: str, sqlite_url: str, request: pytest.FixtureRequest) -> Settings:
+    """Settings for the parametrised store, with a migrated SQLite archive of the test's own."""
+    upgrade(sqlite_url)
     if store_kind == "redis":
         url = request.getfixturevalue("redis_url")
         prefix = request.getfixturevalue("redis_prefix")
-        return Settings(redis_url=url, redis_prefix=prefix)
-    return Settings(redis_url=None)
+        return Settings(redis_url=url, redis_prefix=prefix, database_url=sqlite_url)
+    return Settings(redis_url=None, database_url=sqlite_url)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import pytest
 from asgi_lifespan import LifespanManager
 
 from service.app import create_app
+from service.archive.migrations import upgrade
 from service.settings import Settings
 from tests.conftest import free_port
 from tests.helpers import create, error_of, step
@@ -135,8 +136,11 @@ async def test_an_oversized_batch_is_413(api: httpx.AsyncClient) -> None:
     assert ["body", "steps", 0, "episode_id"] in [d["loc"] for d in error_of(malformed)["details"]]
 
 
-async def test_an_unreachable_store_is_503_with_retry_after() -> None:
-    app = create_app(Settings(redis_url=f"redis://127.0.0.1:{free_port()}/0"))
+async def test_an_unreachable_store_is_503_with_retry_after(sqlite_url: str) -> None:
+    upgrade(sqlite_url)
+    app = create_app(
+        Settings(redis_url=f"redis://127.0.0.1:{free_port()}/0", database_url=sqlite_url)
+    )
     async with (
         LifespanManager(app) as manager,
         httpx.AsyncClient(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,6 +13,7 @@ import pytest
 from asgi_lifespan import LifespanManager
 
 from service.app import create_app
+from service.archive.migrations import upgrade
 from service.envs.seeding import stable_hash
 from service.envs.tictactoe.game import legal_moves
 from service.settings import Settings
@@ -31,8 +33,12 @@ def board_agent(board: str) -> str:
 
 
 @pytest.fixture
-def replicas(redis_url: str, redis_prefix: str) -> Iterator[list[ServiceProcess]]:
-    env = {"WANDER_REDIS_URL": redis_url, "WANDER_REDIS_PREFIX": redis_prefix}
+def replicas(redis_url: str, redis_prefix: str, sqlite_url: str) -> Iterator[list[ServiceProcess]]:
+    env = {
+        "WANDER_REDIS_URL": redis_url,
+        "WANDER_REDIS_PREFIX": redis_prefix,
+        "WANDER_DATABASE_URL": sqlite_url,
+    }
     servers = [ServiceProcess(env).start(), ServiceProcess(env).start()]
     yield servers
     for server in servers:
@@ -43,9 +49,12 @@ def strip_ids(result: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in result.items() if key != "episode_id"}
 
 
-async def reference_game(example: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+async def reference_game(
+    example: int, database_url: str
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The game played on one process with the in-process store."""
-    app = create_app(Settings(redis_url=None))
+    upgrade(database_url)
+    app = create_app(Settings(redis_url=None, database_url=database_url))
     async with (
         LifespanManager(app) as manager,
         httpx.AsyncClient(
@@ -66,9 +75,10 @@ async def reference_game(example: int) -> tuple[list[dict[str, Any]], dict[str, 
 
 @pytest.mark.parametrize("example", [3, 8])
 def test_alternating_replicas_and_a_kill_9_change_nothing(
-    replicas: list[ServiceProcess], example: int
+    replicas: list[ServiceProcess], example: int, tmp_path: Path
 ) -> None:
-    expected_results, expected_score = asyncio.run(reference_game(example))
+    reference_db = f"sqlite:///{tmp_path}/reference.db"
+    expected_results, expected_score = asyncio.run(reference_game(example, reference_db))
     assert len(expected_results) >= 3
 
     body = {"env": "tictactoe", "config": CONFIG, "example": example}

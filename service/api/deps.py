@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from service.archive import Archive
 from service.engine import Engine
 
 
@@ -14,4 +15,10 @@ def get_engine(request: Request) -> Engine:
     return engine
 
 
+def get_archive(request: Request) -> Archive:
+    archive: Archive = request.app.state.archive
+    return archive
+
+
 EngineDep = Annotated[Engine, Depends(get_engine)]
+ArchiveDep = Annotated[Archive, Depends(get_archive)]

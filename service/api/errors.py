@@ -25,6 +25,7 @@ STATUS_BY_CODE = {
     "unauthorized": 401,
     "env_not_found": 404,
     "episode_not_found": 404,
+    "run_not_found": 404,
     "turn_mismatch": 409,
     "episode_done": 409,
     "episode_not_done": 409,
@@ -32,6 +33,7 @@ STATUS_BY_CODE = {
     "validation_error": 422,
     "rate_limited": 429,
     "store_unavailable": 503,
+    "database_unavailable": 503,
 }
 RETRY_AFTER_SECONDS = 1
 

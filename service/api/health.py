@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter
 
-from service.api.deps import EngineDep
+from service.api.deps import ArchiveDep, EngineDep
 from service.api.errors import ERROR_RESPONSES
 
 router = APIRouter(tags=["health"])
@@ -17,7 +19,9 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", responses={503: ERROR_RESPONSES[503]})
-async def readyz(engine: EngineDep) -> dict[str, str]:
-    """The process can serve: its episode store answers (503 ``store_unavailable`` if not)."""
+async def readyz(engine: EngineDep, archive: ArchiveDep) -> dict[str, str]:
+    """The process can serve: the episode store answers (else 503 ``store_unavailable``)
+    and the archive database answers, migrated (else 503 ``database_unavailable``)."""
     await engine.store.ping()
+    await asyncio.to_thread(archive.ping)
     return {"status": "ready"}

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from service.settings import Settings
-from service.store.base import EpisodeStore, Versioned
+from service.store.base import EpisodeStore, Pending, Versioned
 from service.store.memory import MemoryStore
 
-__all__ = ["EpisodeStore", "MemoryStore", "Versioned", "open_store"]
+__all__ = ["EpisodeStore", "MemoryStore", "Pending", "Versioned", "open_store"]
 
 
 def open_store(settings: Settings) -> EpisodeStore:
@@ -15,6 +15,9 @@ def open_store(settings: Settings) -> EpisodeStore:
         from service.store.redis import RedisStore
 
         return RedisStore.from_url(
-            settings.redis_url, settings.episode_ttl_seconds, settings.redis_prefix
+            settings.redis_url,
+            settings.episode_ttl_seconds,
+            settings.redis_prefix,
+            settings.archive_claim_seconds,
         )
     return MemoryStore(settings.episode_ttl_seconds)

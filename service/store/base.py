@@ -5,12 +5,18 @@ Every write is a compare-and-set on that version, which is all the engine needs
 to make steps atomic across coroutines, processes and replicas: of two steps
 that read the same version, exactly one can write. Every read or write
 refreshes the episode's idle TTL.
+
+A store also holds the archive backlog: the write that finishes an episode
+queues its final record in the same atomic operation, so a finished episode is
+either still playable or waiting for the archive, never lost in between. The
+archiver takes records from the backlog and acknowledges them once they are
+in the database.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 
@@ -19,8 +25,18 @@ class Versioned(NamedTuple):
     version: int
 
 
+class Pending(NamedTuple):
+    """A record waiting for the archive; ``token`` acknowledges it."""
+
+    token: str
+    data: bytes
+
+
 class EpisodeStore(ABC):
     """Where episodes live while they are played."""
+
+    durable: bool
+    """Whether episodes and the archive backlog outlive this process."""
 
     def __init__(self, ttl_seconds: int) -> None:
         self.ttl_seconds = ttl_seconds
@@ -34,9 +50,25 @@ class EpisodeStore(ABC):
         """The episode's document and version, or None if unknown or expired."""
 
     @abstractmethod
-    async def replace(self, episode_id: str, version: int, data: bytes) -> bool:
+    async def replace(
+        self, episode_id: str, version: int, data: bytes, archive: bytes | None = None
+    ) -> bool:
         """Write ``data`` as version ``version + 1`` if the stored version is still
-        ``version``; False (and no write) if it changed or the episode is gone."""
+        ``version``; False (and no write) if it changed or the episode is gone.
+        With ``archive``, the same write queues that record for the archive."""
+
+    @abstractmethod
+    async def pending(self, count: int) -> list[Pending]:
+        """Up to ``count`` unacknowledged archive records, oldest first. A record handed
+        out but never acknowledged (its taker failed or died) is handed out again."""
+
+    @abstractmethod
+    async def acknowledge(self, tokens: Sequence[str]) -> None:
+        """Drop archive records that are safely in the database."""
+
+    @abstractmethod
+    async def backlog(self) -> int:
+        """Archive records not yet acknowledged."""
 
     @abstractmethod
     async def ping(self) -> None:

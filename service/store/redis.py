@@ -2,20 +2,28 @@
 
 Each episode is a hash ``{prefix}episode:{id}`` with fields ``v`` (version) and
 ``d`` (document). Reads and compare-and-set writes are Lua scripts, so each is
-one round trip and atomic on the server.
+one round trip and atomic on the server. The archive backlog is the stream
+``{prefix}archive``, read through a consumer group: a record taken by an
+archiver that dies before acknowledging it is claimed by another after
+``claim_after_seconds``.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+import os
+import secrets
+import socket
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 import redis.asyncio as redis
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.errors import StoreUnavailable
-from service.store.base import EpisodeStore, Versioned
+from service.store.base import EpisodeStore, Pending, Versioned
 
 _LOAD = """
 local item = redis.call('HMGET', KEYS[1], 'v', 'd')
@@ -28,22 +36,39 @@ local version = redis.call('HGET', KEYS[1], 'v')
 if not version or tonumber(version) ~= tonumber(ARGV[1]) then return 0 end
 redis.call('HSET', KEYS[1], 'v', tonumber(version) + 1, 'd', ARGV[2])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
+if ARGV[4] ~= '' then redis.call('XADD', KEYS[2], '*', 'd', ARGV[4]) end
 return 1
 """
 
+ARCHIVERS = "archivers"
+
 
 class RedisStore(EpisodeStore):
-    def __init__(self, client: redis.Redis, ttl_seconds: int, prefix: str = "wander:") -> None:
+    durable = True
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        ttl_seconds: int,
+        prefix: str = "wander:",
+        claim_after_seconds: float = 60.0,
+    ) -> None:
         super().__init__(ttl_seconds)
         self._redis = client
         self._prefix = prefix
+        self._stream = f"{prefix}archive"
+        self._consumer = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+        self._claim_after_ms = int(claim_after_seconds * 1000)
+        self._group_ready = False
         self._load = client.register_script(_LOAD)
         self._replace = client.register_script(_REPLACE)
 
     @classmethod
-    def from_url(cls, url: str, ttl_seconds: int, prefix: str = "wander:") -> RedisStore:
+    def from_url(
+        cls, url: str, ttl_seconds: int, prefix: str = "wander:", claim_after_seconds: float = 60.0
+    ) -> RedisStore:
         client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
-        return cls(client, ttl_seconds, prefix)
+        return cls(client, ttl_seconds, prefix, claim_after_seconds)
 
     def key(self, episode_id: str) -> str:
         return f"{self._prefix}episode:{episode_id}"
@@ -63,12 +88,59 @@ class RedisStore(EpisodeStore):
             return None
         return Versioned(data, int(version))
 
-    async def replace(self, episode_id: str, version: int, data: bytes) -> bool:
+    async def replace(
+        self, episode_id: str, version: int, data: bytes, archive: bytes | None = None
+    ) -> bool:
         async with self._available():
             written = await self._replace(
-                keys=[self.key(episode_id)], args=[version, data, self.ttl_seconds]
+                keys=[self.key(episode_id), self._stream],
+                args=[version, data, self.ttl_seconds, archive or b""],
             )
         return bool(written)
+
+    async def pending(self, count: int) -> list[Pending]:
+        async with self._available():
+            try:
+                return await self._pending(count)
+            except ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                self._group_ready = False  # the stream was deleted under us
+                return await self._pending(count)
+
+    async def _pending(self, count: int) -> list[Pending]:
+        if not self._group_ready:
+            try:
+                await self._redis.xgroup_create(self._stream, ARCHIVERS, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+            self._group_ready = True
+        # Ours from an earlier attempt first, then a dead archiver's, then new ones.
+        entries = _entries(
+            await self._redis.xreadgroup(ARCHIVERS, self._consumer, {self._stream: "0"}, count)
+        )
+        if not entries:
+            _, entries, *_ = await self._redis.xautoclaim(
+                self._stream, ARCHIVERS, self._consumer, self._claim_after_ms, "0-0", count
+            )
+        if not entries:
+            entries = _entries(
+                await self._redis.xreadgroup(ARCHIVERS, self._consumer, {self._stream: ">"}, count)
+            )
+        return [Pending(_text(token), fields[b"d"]) for token, fields in entries if fields]
+
+    async def acknowledge(self, tokens: Sequence[str]) -> None:
+        if not tokens:
+            return
+        async with self._available(), self._redis.pipeline(transaction=True) as pipe:
+            pipe.xack(self._stream, ARCHIVERS, *tokens)
+            pipe.xdel(self._stream, *tokens)
+            await pipe.execute()
+
+    async def backlog(self) -> int:
+        async with self._available():
+            return int(await self._redis.xlen(self._stream))
 
     async def ping(self) -> None:
         async with self._available():
@@ -83,3 +155,12 @@ class RedisStore(EpisodeStore):
             yield
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
             raise StoreUnavailable(f"the Redis store is unreachable: {exc}") from exc
+
+
+def _entries(reply: Any) -> list[Any]:
+    """The entries of a one-stream XREADGROUP reply."""
+    return list(reply[0][1]) if reply else []
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

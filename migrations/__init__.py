@@ -1,0 +1,1 @@
+"""Alembic migrations of the archive (run with ``wander db upgrade``)."""

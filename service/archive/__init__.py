@@ -1,0 +1,5 @@
+"""The SQL archive of finished episodes (DESIGN §6)."""
+
+from service.archive.database import Archive, EpisodeFilter
+
+__all__ = ["Archive", "EpisodeFilter"]

@@ -1,0 +1,279 @@
+"""The archive database: writes finished episodes, answers the runs API.
+
+Synchronous SQLAlchemy on purpose: the write-behind worker and the routes call
+it from worker threads, and one engine works the same on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.orm import Session
+
+from client.models import ArchivedEpisodesPage, EpisodeRecord, RunInfo, RunSummary, Score
+from service.archive.connect import make_engine
+from service.archive.migrations import current_revision, head_revision
+from service.archive.summary import RunAggregate
+from service.archive.tables import ArchivedEpisode
+from service.errors import DatabaseUnavailable, RunNotFound
+
+WRITE_CHUNK = 200
+"""Rows per INSERT statement (keeps SQLite under its bound-parameter limit)."""
+
+
+@dataclass(frozen=True)
+class EpisodeFilter:
+    """Which archived episodes of a run to list or export."""
+
+    env: str | None = None
+    status: str | None = None
+    outcome: Sequence[str] = ()
+    exclude_outcome: Sequence[str] = ()
+    min_reward: float | None = None
+    max_reward: float | None = None
+
+    def apply(self, query: Select[Any]) -> Select[Any]:
+        conditions = []
+        if self.env is not None:
+            conditions.append(ArchivedEpisode.env == self.env)
+        if self.status is not None:
+            conditions.append(ArchivedEpisode.status == self.status)
+        if self.outcome:
+            conditions.append(ArchivedEpisode.outcome.in_(self.outcome))
+        if self.exclude_outcome:
+            # An episode without an outcome is not one of the excluded outcomes.
+            conditions.append(
+                ArchivedEpisode.outcome.is_(None)
+                | ArchivedEpisode.outcome.not_in(self.exclude_outcome)
+            )
+        if self.min_reward is not None:
+            conditions.append(ArchivedEpisode.total_reward >= self.min_reward)
+        if self.max_reward is not None:
+            conditions.append(ArchivedEpisode.total_reward <= self.max_reward)
+        return query.where(*conditions)
+
+
+class Archive:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    def ping(self) -> None:
+        """Raise ``DatabaseUnavailable`` unless the database answers and is fully migrated."""
+        with self._available():
+            revision = current_revision(self.engine)
+        if revision != head_revision():
+            raise DatabaseUnavailable(
+                f"the archive database is at revision {revision}, not {head_revision()}: "
+                "run `wander db upgrade`"
+            )
+
+    def write(self, records: Sequence[EpisodeRecord]) -> None:
+        """Insert or replace ``records``: an episode archived twice is still one row."""
+        table = ArchivedEpisode.__table__
+        insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+        # One row per id: PostgreSQL refuses to upsert the same row twice in a statement.
+        rows = list({record.id: _row(record) for record in records}.values())
+        with self._available(), self.engine.begin() as connection:
+            for start in range(0, len(rows), WRITE_CHUNK):
+                statement = insert(table).values(rows[start : start + WRITE_CHUNK])
+                statement = statement.on_conflict_do_update(
+                    index_elements=[table.c.id],
+                    set_={c.name: statement.excluded[c.name] for c in table.c if c.name != "id"},
+                )
+                connection.execute(statement)
+
+    def runs(self) -> list[RunInfo]:
+        query = (
+            select(
+                ArchivedEpisode.run,
+                func.count(),
+                func.min(ArchivedEpisode.created_at),
+                func.max(ArchivedEpisode.finished_at),
+            )
+            .where(ArchivedEpisode.run.is_not(None))
+            .group_by(ArchivedEpisode.run)
+            .order_by(func.min(ArchivedEpisode.created_at))
+        )
+        envs_query = select(ArchivedEpisode.run, ArchivedEpisode.env).distinct()
+        with self._available(), self.engine.connect() as connection:
+            envs: dict[str, list[str]] = {}
+            for run, env in connection.execute(envs_query.where(ArchivedEpisode.run.is_not(None))):
+                envs.setdefault(run, []).append(env)
+            return [
+                RunInfo(
+                    run=run,
+                    episodes=count,
+                    envs=sorted(envs[run]),
+                    first_created_at=_utc(first),
+                    last_finished_at=_utc(last),
+                )
+                for run, count, first, last in connection.execute(query)
+            ]
+
+    def summary(self, run: str) -> RunSummary:
+        query = select(
+            ArchivedEpisode.env,
+            ArchivedEpisode.status,
+            ArchivedEpisode.total_reward,
+            ArchivedEpisode.components,
+            ArchivedEpisode.metrics,
+            ArchivedEpisode.created_at,
+            ArchivedEpisode.finished_at,
+        ).where(ArchivedEpisode.run == run)
+        done = RunAggregate()
+        statuses: dict[str, int] = {}
+        envs: dict[str, int] = {}
+        first: datetime | None = None
+        last: datetime | None = None
+        with self._available(), self.engine.connect() as connection:
+            rows = connection.execution_options(yield_per=1000).execute(query)
+            for env, status, total, components, metrics, created, finished in rows:
+                statuses[status] = statuses.get(status, 0) + 1
+                envs[env] = envs.get(env, 0) + 1
+                first = created if first is None else min(first, created)
+                if finished is not None:
+                    last = finished if last is None else max(last, finished)
+                if status == "done":
+                    done.add(total, components, metrics)
+        if first is None:
+            raise RunNotFound(f"no archived episode has the run label {run!r}")
+        return RunSummary(
+            run=run,
+            episodes=sum(statuses.values()),
+            statuses=statuses,
+            envs=envs,
+            first_created_at=_utc(first),
+            last_finished_at=_utc(last),
+            reward=done.reward(),
+            components=done.component_means(),
+            metrics=done.metric_summaries(),
+        )
+
+    def episodes(
+        self, run: str, filters: EpisodeFilter, *, limit: int, offset: int
+    ) -> ArchivedEpisodesPage:
+        matching = filters.apply(select(ArchivedEpisode).where(ArchivedEpisode.run == run))
+        count = select(func.count()).select_from(matching.subquery())
+        page = _ordered(matching).limit(limit).offset(offset)
+        with self._available(), Session(self.engine) as session:
+            total = session.execute(count).scalar_one()
+            episodes = [_record(episode) for episode in session.scalars(page)]
+        return ArchivedEpisodesPage(
+            run=run, total=total, limit=limit, offset=offset, episodes=episodes
+        )
+
+    def transcripts(self, run: str, filters: EpisodeFilter) -> Iterator[str]:
+        """JSON lines ``{"messages": [...]}``, one per matching episode, ending on the
+        model's last message: a chat dataset for SFT."""
+        query = _ordered(
+            filters.apply(select(ArchivedEpisode.messages).where(ArchivedEpisode.run == run))
+        )
+        with self._available(), self.engine.connect() as connection:
+            for (messages,) in connection.execution_options(yield_per=500).execute(query):
+                yield json.dumps({"messages": _through_last_assistant(messages)}) + "\n"
+
+    @contextmanager
+    def _available(self) -> Iterator[None]:
+        try:
+            yield
+        except DBAPIError as exc:
+            if _is_disconnect(exc):
+                raise DatabaseUnavailable(
+                    f"the archive database is unreachable: {exc.orig}"
+                ) from exc
+            raise
+
+
+def _is_disconnect(exc: DBAPIError) -> bool:
+    return exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError)
+
+
+def _ordered(query: Select[Any]) -> Select[Any]:
+    return query.order_by(ArchivedEpisode.created_at, ArchivedEpisode.id)
+
+
+def _through_last_assistant(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+    return messages[: last + 1]
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes; everything the archive stores is UTC."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
+
+
+def _row(record: EpisodeRecord) -> dict[str, Any]:
+    score = record.score
+    outcome = score.metrics.get("outcome")
+    return {
+        "id": record.id,
+        "env": record.env,
+        "env_version": record.version,
+        "config": record.config,
+        "split": record.split,
+        "example": record.example,
+        "seed": record.seed,
+        "group_id": record.group,
+        "run": record.run,
+        "status": record.status,
+        "turns": record.turn,
+        "messages": [m.model_dump(mode="json") for m in record.messages],
+        "step_rewards": record.step_rewards,
+        "total_reward": score.total,
+        "components": score.components,
+        "weights": score.weights,
+        "metrics": score.metrics,
+        "outcome": None if outcome is None else str(outcome),
+        "metadata": record.metadata,
+        "state": record.state,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "finished_at": record.finished_at,
+        "archived_at": datetime.now(UTC),
+    }
+
+
+def _record(episode: ArchivedEpisode) -> EpisodeRecord:
+    return EpisodeRecord(
+        id=episode.id,
+        env=episode.env,
+        version=episode.env_version,
+        split=episode.split,
+        example=episode.example,
+        seed=episode.seed,
+        group=episode.group_id,
+        run=episode.run,
+        metadata=episode.meta,
+        config=episode.config,
+        turn=episode.turns,
+        done=True,
+        status=episode.status,  # type: ignore[arg-type]
+        messages=episode.messages,  # type: ignore[arg-type]
+        step_rewards=episode.step_rewards,
+        score=Score(
+            episode_id=episode.id,
+            done=True,
+            total=episode.total_reward,
+            components=episode.components,
+            weights=episode.weights,
+            metrics=episode.metrics,
+        ),
+        state=episode.state,
+        created_at=_utc(episode.created_at),  # type: ignore[arg-type]
+        updated_at=_utc(episode.updated_at),  # type: ignore[arg-type]
+        finished_at=_utc(episode.finished_at),
+    )

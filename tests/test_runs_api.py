@@ -1,0 +1,122 @@
+"""Finished episodes reach the archive and the runs API, on both stores."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections import Counter
+from typing import Any
+
+import httpx
+
+from tests.agents import answer, perfect_agent, random_agent
+from tests.helpers import create, error_of, play_game, step
+
+OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
+RANDOM = {"min_random_move_prob": 1.0, "max_random_move_prob": 1.0}
+
+
+async def wait_archived(api: httpx.AsyncClient, run: str, episodes: int) -> dict[str, Any]:
+    """The run's summary once it holds ``episodes`` episodes (the archive writes behind)."""
+    for _ in range(100):
+        response = await api.get(f"/v1/runs/{run}")
+        if response.status_code == 200 and response.json()["episodes"] == episodes:
+            return dict(response.json())
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"run {run!r} never reached {episodes} archived episodes")
+
+
+def sloppy_agent(seed: int):  # type: ignore[no-untyped-def]
+    """Random moves, one invalid move first."""
+    moves = random_agent(seed)
+    said = []
+
+    def agent(board: str) -> str:
+        said.append(board)
+        return answer(9) if len(said) == 1 else moves(board)
+
+    return agent
+
+
+async def play_known_games(api: httpx.AsyncClient, run: str) -> list[dict[str, Any]]:
+    """Twelve finished games of mixed outcomes plus one aborted; returns their live scores."""
+    plans = [(OPTIMAL, perfect_agent)] * 4 + [(RANDOM, perfect_agent)] * 4
+    plans += [(OPTIMAL, random_agent(i)) for i in range(2)]
+    plans += [(OPTIMAL, sloppy_agent(i)) for i in range(2)]
+    scores = []
+    for example, (config, agent) in enumerate(plans):
+        [episode] = await create(api, config=config, example=example, run=run)
+        await play_game(api, episode, agent)
+        scores.append((await api.get(f"/v1/episodes/{episode['id']}/score")).json())
+    [aborted] = await create(api, example=99, run=run)
+    await api.delete(f"/v1/episodes/{aborted['id']}")
+    return scores
+
+
+async def test_a_runs_summary_matches_its_games(api: httpx.AsyncClient) -> None:
+    scores = await play_known_games(api, "known")
+    summary = await wait_archived(api, "known", len(scores) + 1)
+
+    outcomes = Counter(s["metrics"]["outcome"] for s in scores)
+    assert summary["statuses"] == {"done": 12, "aborted": 1}
+    assert summary["metrics"]["outcome"]["rates"] == {
+        outcome: count / 12 for outcome, count in sorted(outcomes.items())
+    }
+    invalid = [s["metrics"]["invalid_moves"] for s in scores]
+    assert summary["metrics"]["invalid_moves"]["nonzero_rate"] == sum(map(bool, invalid)) / 12
+    assert summary["metrics"]["turns"]["mean"] == sum(s["metrics"]["turns"] for s in scores) / 12
+    totals = [s["total"] for s in scores]
+    assert math.isclose(summary["reward"]["mean"], math.fsum(totals) / 12, abs_tol=1e-12)
+    assert summary["reward"]["max"] == max(totals) and summary["reward"]["min"] == min(totals)
+    runs = (await api.get("/v1/runs")).json()["runs"]
+    assert [r["run"] for r in runs] == ["known"] and runs[0]["episodes"] == 13
+
+
+async def test_export_without_losses_has_exactly_the_other_games(api: httpx.AsyncClient) -> None:
+    scores = await play_known_games(api, "sft")
+    await wait_archived(api, "sft", len(scores) + 1)
+    kept = {s["episode_id"] for s in scores if s["metrics"]["outcome"] != "loss"}
+
+    page = (
+        await api.get("/v1/runs/sft/episodes", params={"exclude_outcome": "loss", "status": "done"})
+    ).json()
+    assert page["total"] == len(kept)
+    assert {ep["id"] for ep in page["episodes"]} == kept
+
+    response = await api.get(
+        "/v1/runs/sft/episodes",
+        params={"format": "jsonl", "exclude_outcome": "loss", "status": "done"},
+    )
+    assert response.headers["content-type"].startswith("application/x-ndjson")
+    lines = response.text.splitlines()
+    transcripts = [json.loads(line)["messages"] for line in lines]
+    expected = [ep["messages"] for ep in page["episodes"]]
+    assert len(transcripts) == len(kept)
+    for transcript, messages in zip(transcripts, expected, strict=True):
+        roles = [m["role"] for m in transcript]
+        assert roles[:2] == ["system", "user"] and roles[-1] == "assistant"
+        assert roles[2:] == ["assistant", "user"] * (len(roles[2:]) // 2) + ["assistant"]
+        assert transcript == messages[: len(transcript)]
+        assert all(m["content"] for m in transcript)
+
+
+async def test_runs_api_errors(api: httpx.AsyncClient) -> None:
+    missing = await api.get("/v1/runs/nope")
+    assert missing.status_code == 404 and error_of(missing)["code"] == "run_not_found"
+    empty = (await api.get("/v1/runs/nope/episodes")).json()
+    assert empty["total"] == 0 and empty["episodes"] == []
+    for params in [{"limit": 0}, {"limit": 5000}, {"offset": -1}, {"format": "csv"},
+                   {"status": "active"}, {"min_reward": "high"}]:  # fmt: skip
+        response = await api.get("/v1/runs/x/episodes", params=params)
+        assert response.status_code == 422, params
+        assert error_of(response)["code"] == "validation_error"
+
+
+async def test_an_aborted_episode_is_archived_too(api: httpx.AsyncClient) -> None:
+    assert (await api.get("/readyz")).status_code == 200
+    [episode] = await create(api, example=0, run="single")
+    await step(api, episode["id"], "pass", 0)  # leaves it active: not archived
+    await api.delete(f"/v1/episodes/{episode['id']}")
+    summary = await wait_archived(api, "single", 1)
+    assert summary["statuses"] == {"aborted": 1} and summary["reward"] is None
