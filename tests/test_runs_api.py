@@ -107,10 +107,20 @@ async def test_runs_api_errors(api: httpx.AsyncClient) -> None:
     empty = (await api.get("/v1/runs/nope/episodes")).json()
     assert empty["total"] == 0 and empty["episodes"] == []
     for params in [{"limit": 0}, {"limit": 5000}, {"offset": -1}, {"format": "csv"},
-                   {"status": "active"}, {"min_reward": "high"}]:  # fmt: skip
+                   {"status": "active"}, {"min_reward": "high"}, {"max_reward": "nan"},
+                   {"min_reward": "inf"}]:  # fmt: skip
         response = await api.get("/v1/runs/x/episodes", params=params)
         assert response.status_code == 422, params
         assert error_of(response)["code"] == "validation_error"
+
+
+async def test_run_labels_may_hold_slashes(api: httpx.AsyncClient) -> None:
+    [episode] = await create(api, example=0, run="org/model 1")
+    await api.delete(f"/v1/episodes/{episode['id']}")
+    summary = await wait_archived(api, "org/model 1", 1)
+    assert summary["run"] == "org/model 1"
+    page = (await api.get("/v1/runs/org%2Fmodel%201/episodes")).json()
+    assert [ep["id"] for ep in page["episodes"]] == [episode["id"]]
 
 
 async def test_an_aborted_episode_is_archived_too(api: httpx.AsyncClient) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 
@@ -171,7 +172,10 @@ def export(
     sink = output.open("w", encoding="utf-8") if output else sys.stdout
     try:
         with httpx.stream(
-            "GET", f"{url.rstrip('/')}/v1/runs/{run}/episodes", params=params, timeout=60
+            "GET",
+            f"{url.rstrip('/')}/v1/runs/{quote(run, safe='')}/episodes",
+            params=params,
+            timeout=60,
         ) as response:
             if response.is_error:
                 response.read()

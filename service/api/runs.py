@@ -13,6 +13,8 @@ from service.api.errors import ERROR_RESPONSES
 from service.archive import EpisodeFilter
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=ERROR_RESPONSES)
+# Run labels may hold slashes ("org/model/1"), hence the path converters below; the
+# episodes route comes first so that ".../episodes" is never read as a label.
 
 JSONL_MEDIA_TYPE = "application/x-ndjson"
 
@@ -23,14 +25,8 @@ def list_runs(archive: ArchiveDep) -> RunsResponse:
     return RunsResponse(runs=archive.runs())
 
 
-@router.get("/{run}")
-def run_summary(run: str, archive: ArchiveDep) -> RunSummary:
-    """Reward statistics, component means and metric distributions of a run."""
-    return archive.summary(run)
-
-
 @router.get(
-    "/{run}/episodes",
+    "/{run:path}/episodes",
     response_model=ArchivedEpisodesPage,
     responses={200: {"content": {JSONL_MEDIA_TYPE: {}}}},
 )
@@ -45,8 +41,8 @@ def run_episodes(
     exclude_outcome: Annotated[
         list[str] | None, Query(description="Drop these outcomes (repeatable).")
     ] = None,
-    min_reward: float | None = None,
-    max_reward: float | None = None,
+    min_reward: Annotated[float | None, Query(allow_inf_nan=False)] = None,
+    max_reward: Annotated[float | None, Query(allow_inf_nan=False)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
     output: Annotated[
@@ -71,3 +67,9 @@ def run_episodes(
         archive.ping()  # fail with a 503 now rather than in the middle of the stream
         return StreamingResponse(archive.transcripts(run, filters), media_type=JSONL_MEDIA_TYPE)
     return archive.episodes(run, filters, limit=limit, offset=offset)
+
+
+@router.get("/{run:path}")
+def run_summary(run: str, archive: ArchiveDep) -> RunSummary:
+    """Reward statistics, component means and metric distributions of a run."""
+    return archive.summary(run)
