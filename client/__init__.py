@@ -1,47 +1,82 @@
-"""Wander's Python client: wire models of the v1 HTTP API (DESIGN §4, §7)."""
+"""Wander's Python client: typed, async-first access to the v1 HTTP API (DESIGN §7).
 
+from client import WanderClient
+
+with WanderClient("http://127.0.0.1:8000") as wander:
+    [episode] = wander.create("tictactoe", example=0)
+    result = episode.step("<think>Centre.</think><move>4</move>")
+"""
+
+from client.aio import AsyncWanderClient
+from client.episode import AsyncEpisode, Episode
+from client.errors import (
+    BadRequest,
+    Conflict,
+    EnvNotFound,
+    EpisodeDone,
+    EpisodeNotDone,
+    EpisodeNotFound,
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    RateLimited,
+    RunNotFound,
+    ServiceUnavailable,
+    TurnMismatch,
+    Unauthorized,
+    WanderAPIError,
+    WanderConnectionError,
+    WanderError,
+)
 from client.models import (
-    Action,
+    ArchivedEpisodesPage,
     AssistantMessage,
-    BatchStepItem,
-    BatchStepRequest,
-    BatchStepResponse,
-    CreateEpisodesRequest,
-    CreateEpisodesResponse,
     EnvInfo,
-    EnvironmentsResponse,
-    Episode,
     EpisodeRecord,
-    ErrorInfo,
-    ErrorResponse,
     Message,
-    RewardComponent,
+    RunInfo,
+    RunSummary,
     Score,
     StepError,
-    StepRequest,
     StepResult,
     ToolCall,
 )
+from client.retry import NO_RETRY, Retry
+from client.sync import WanderClient
 
 __all__ = [
-    "Action",
+    "NO_RETRY",
+    "ArchivedEpisodesPage",
     "AssistantMessage",
-    "BatchStepItem",
-    "BatchStepRequest",
-    "BatchStepResponse",
-    "CreateEpisodesRequest",
-    "CreateEpisodesResponse",
+    "AsyncEpisode",
+    "AsyncWanderClient",
+    "BadRequest",
+    "Conflict",
     "EnvInfo",
-    "EnvironmentsResponse",
+    "EnvNotFound",
     "Episode",
+    "EpisodeDone",
+    "EpisodeNotDone",
+    "EpisodeNotFound",
     "EpisodeRecord",
-    "ErrorInfo",
-    "ErrorResponse",
+    "InvalidRequest",
     "Message",
-    "RewardComponent",
+    "NotFound",
+    "PayloadTooLarge",
+    "RateLimited",
+    "Retry",
+    "RunInfo",
+    "RunNotFound",
+    "RunSummary",
     "Score",
+    "ServiceUnavailable",
     "StepError",
-    "StepRequest",
     "StepResult",
     "ToolCall",
+    "TurnMismatch",
+    "Unauthorized",
+    "WanderAPIError",
+    "WanderClient",
+    "WanderConnectionError",
+    "WanderError",
 ]

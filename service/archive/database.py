@@ -19,9 +19,9 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from client.models import ArchivedEpisodesPage, EpisodeRecord, RunInfo, RunSummary, Score
+from client.summary import RunAggregate
 from service.archive.connect import make_engine
 from service.archive.migrations import current_revision, head_revision
-from service.archive.summary import RunAggregate
 from service.archive.tables import ArchivedEpisode
 from service.errors import DatabaseUnavailable, RunNotFound
 

@@ -1,4 +1,7 @@
-"""Summaries of a run's episodes: reward, component means and metric distributions."""
+"""Summaries of many episodes: reward, component means and metric distributions.
+
+Shared by the archive's run summaries and the evaluation runner, so that the two
+agree by construction."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from client.models import CategoricalSummary, NumericSummary
 
 
 class RunAggregate:
-    """Collects the numbers of a run's done episodes as they stream from the database."""
+    """Collects the scores of finished episodes one at a time."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -32,6 +35,9 @@ class RunAggregate:
 
     def reward(self) -> NumericSummary | None:
         return numeric_summary(self.rewards) if self.rewards else None
+
+    def component_summaries(self) -> dict[str, NumericSummary]:
+        return {name: numeric_summary(values) for name, values in self.components.items()}
 
     def component_means(self) -> dict[str, float]:
         return {name: math.fsum(values) / len(values) for name, values in self.components.items()}

@@ -1,0 +1,119 @@
+"""Exceptions of the client, one per error code of the API (DESIGN §4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class WanderError(Exception):
+    """Base of every error the client raises."""
+
+
+class WanderConnectionError(WanderError):
+    """The service could not be reached (after the retries)."""
+
+
+class WanderAPIError(WanderError):
+    """The service answered with an error: ``status``, ``code``, ``message``, ``details``."""
+
+    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+
+
+class BadRequest(WanderAPIError):
+    """400 ``bad_request``."""
+
+
+class Unauthorized(WanderAPIError):
+    """401 ``unauthorized``."""
+
+
+class NotFound(WanderAPIError):
+    """404: an unknown episode, environment, run or route."""
+
+
+class EpisodeNotFound(NotFound):
+    """404 ``episode_not_found``: unknown, or expired after idling."""
+
+
+class EnvNotFound(NotFound):
+    """404 ``env_not_found``."""
+
+
+class RunNotFound(NotFound):
+    """404 ``run_not_found``."""
+
+
+class Conflict(WanderAPIError):
+    """409: the episode is not where the request expected it."""
+
+
+class TurnMismatch(Conflict):
+    """409 ``turn_mismatch``; ``details["turn"]`` is the episode's turn."""
+
+
+class EpisodeDone(Conflict):
+    """409 ``episode_done``."""
+
+
+class EpisodeNotDone(Conflict):
+    """409 ``episode_not_done``: ask for a partial score, or finish the episode."""
+
+
+class PayloadTooLarge(WanderAPIError):
+    """413 ``payload_too_large``."""
+
+
+class InvalidRequest(WanderAPIError):
+    """422 ``validation_error``; ``details`` lists the field errors."""
+
+
+class RateLimited(WanderAPIError):
+    """429 ``rate_limited``."""
+
+
+class ServiceUnavailable(WanderAPIError):
+    """503: the store or the database is down; retried before it is raised."""
+
+
+ERRORS_BY_CODE: dict[str, type[WanderAPIError]] = {
+    "bad_request": BadRequest,
+    "unauthorized": Unauthorized,
+    "episode_not_found": EpisodeNotFound,
+    "env_not_found": EnvNotFound,
+    "run_not_found": RunNotFound,
+    "not_found": NotFound,
+    "turn_mismatch": TurnMismatch,
+    "episode_done": EpisodeDone,
+    "episode_not_done": EpisodeNotDone,
+    "payload_too_large": PayloadTooLarge,
+    "validation_error": InvalidRequest,
+    "rate_limited": RateLimited,
+    "store_unavailable": ServiceUnavailable,
+    "database_unavailable": ServiceUnavailable,
+}
+ERRORS_BY_STATUS: dict[int, type[WanderAPIError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    404: NotFound,
+    409: Conflict,
+    413: PayloadTooLarge,
+    422: InvalidRequest,
+    429: RateLimited,
+    503: ServiceUnavailable,
+}
+
+
+def error_from_response(status: int, body: Any, text: str) -> WanderAPIError:
+    """The exception for an error response, from its ``{"error": {...}}`` body if it has one."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("code"), str):
+        code, message, details = error["code"], str(error.get("message", "")), error.get("details")
+    else:
+        code, message, details = f"http_{status}", text[:500] or "no error message", None
+    cls = ERRORS_BY_CODE.get(code) or ERRORS_BY_STATUS.get(status, WanderAPIError)
+    return cls(status, code, message, details)

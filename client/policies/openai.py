@@ -1,0 +1,80 @@
+"""A policy served behind any OpenAI-compatible chat endpoint: vLLM, OpenAI, OpenRouter..."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, TypeAdapter
+
+from client._api import Call
+from client.models import AssistantMessage, Message
+from client.retry import Retry
+from client.transport import asend
+
+
+class _Choice(BaseModel):
+    message: AssistantMessage
+
+
+class _Completion(BaseModel):
+    choices: list[_Choice]
+
+
+_COMPLETION = TypeAdapter(_Completion)
+
+
+class OpenAIChatPolicy:
+    """``POST {base_url}/chat/completions`` with the conversation, the tools and the
+    sampling arguments; the first choice's message is the action.
+
+    The key comes from ``api_key`` or the environment variable ``api_key_env``
+    (none is sent if neither is set, as a local vLLM expects). Rate limits and
+    server errors are retried with backoff.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str = "https://api.openai.com/v1",
+        *,
+        api_key: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        sampling: Mapping[str, Any] | None = None,
+        timeout: float = 300.0,
+        retry: Retry | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.model = model
+        self.sampling = dict(sampling or {})
+        self.retry = retry or Retry(attempts=6, max_backoff_seconds=30.0)
+        key = api_key if api_key is not None else os.environ.get(api_key_env)
+        self._http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            headers={"Authorization": f"Bearer {key}"} if key else {},
+            timeout=httpx.Timeout(timeout, connect=10.0),
+            transport=transport,
+        )
+
+    async def act(
+        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None
+    ) -> AssistantMessage:
+        body: dict[str, Any] = {
+            **self.sampling,
+            "model": self.model,
+            "messages": [message.model_dump(mode="json") for message in messages],
+        }
+        if tools:
+            body["tools"] = list(tools)
+        call = Call(
+            "POST",
+            "/chat/completions",
+            lambda r: _COMPLETION.validate_json(r.content).choices[0].message,
+            json=body,
+        )
+        return await asend(self._http, call, self.retry)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()

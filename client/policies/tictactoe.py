@@ -1,0 +1,119 @@
+"""Tic-tac-toe baselines that read the board from the conversation, as a model would.
+
+The client never imports the service, so the baseline has a small solver of its
+own; the test suite checks it against the environment's opponent.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from client.models import AssistantMessage, Message
+
+BOARD_ROW = re.compile(r"^ (\S) \| (\S) \| (\S)$", re.MULTILINE)
+LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
+
+
+class NotATicTacToePrompt(ValueError):
+    """The conversation shows no tic-tac-toe board."""
+
+
+def read_board(messages: Sequence[Message]) -> str:
+    """The board of the last user message: 9 cells ``X``, ``O`` or ``.``."""
+    for message in reversed(messages):
+        if message.role == "user" and message.content:
+            rows = BOARD_ROW.findall(message.content)
+            if len(rows) >= 3:
+                cells = [cell for row in rows[-3:] for cell in row]
+                return "".join(cell if cell in "XO" else "." for cell in cells)
+    raise NotATicTacToePrompt("no tic-tac-toe board in the conversation")
+
+
+def _line_winner(board: str) -> str | None:
+    for a, b, c in LINES:
+        if board[a] != "." and board[a] == board[b] == board[c]:
+            return board[a]
+    return None
+
+
+@functools.cache
+def _negamax(board: str, player: str) -> int:
+    """Outcome for ``player`` to move with best play: >0 win (sooner is larger), 0 draw."""
+    if _line_winner(board):
+        return -(1 + board.count("."))  # the opponent just completed a line
+    free = [i for i, cell in enumerate(board) if cell == "."]
+    if not free:
+        return 0
+    opponent = "O" if player == "X" else "X"
+    return max(-_negamax(board[:i] + player + board[i + 1 :], opponent) for i in free)
+
+
+def best_moves(board: str, player: str = "X") -> list[int]:
+    """Every move that keeps ``player``'s minimax-best outcome."""
+    opponent = "O" if player == "X" else "X"
+    scored = {
+        i: -_negamax(board[:i] + player + board[i + 1 :], opponent)
+        for i, cell in enumerate(board)
+        if cell == "."
+    }
+    top = max(scored.values())
+    return [i for i, value in scored.items() if value == top]
+
+
+def _completes_line(board: str, cell: int, player: str) -> bool:
+    return _line_winner(board[:cell] + player + board[cell + 1 :]) == player
+
+
+def _explain(board: str, cell: int) -> str:
+    """A short reason for playing ``cell`` as X, for readable (and SFT-worthy) transcripts."""
+    if _completes_line(board, cell, "X"):
+        return f"Cell {cell} completes a line of X: I win."
+    if _completes_line(board, cell, "O"):
+        return f"O would complete a line at {cell}, so I block it."
+    if board.count(".") == 9:
+        return f"The board is empty; {cell} is as good as any opening."
+    outcome = {True: "a win", False: "at least a draw"}[_negamax(board, "X") > 0]
+    return f"No line to finish or block; {cell} keeps {outcome}."
+
+
+def _answer(think: str, cell: int) -> AssistantMessage:
+    return AssistantMessage(content=f"<think>{think}</think>\n<move>{cell}</move>")
+
+
+class MinimaxPolicy:
+    """Plays X minimax-optimally, ties broken at random; with probability ``noise``
+    a uniformly random legal move instead."""
+
+    def __init__(self, noise: float = 0.0, seed: int | None = None) -> None:
+        if not 0.0 <= noise <= 1.0:
+            raise ValueError("noise must be between 0 and 1")
+        self.noise = noise
+        self._rng = random.Random(seed)
+
+    async def act(
+        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None
+    ) -> AssistantMessage:
+        board = read_board(messages)
+        free = [i for i, cell in enumerate(board) if cell == "."]
+        if self._rng.random() < self.noise:
+            return _answer("I try something different.", self._rng.choice(free))
+        cell = self._rng.choice(best_moves(board))
+        return _answer(_explain(board, cell), cell)
+
+
+class RandomPolicy:
+    """Plays a uniformly random empty cell."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        self._rng = random.Random(seed)
+
+    async def act(
+        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None
+    ) -> AssistantMessage:
+        board = read_board(messages)
+        cell = self._rng.choice([i for i, mark in enumerate(board) if mark == "."])
+        return _answer("Any free cell will do.", cell)

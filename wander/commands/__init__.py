@@ -1,0 +1,1 @@
+"""The subcommands of ``wander``, one module per area."""

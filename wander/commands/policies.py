@@ -1,0 +1,78 @@
+"""Building a policy from command-line options; ``wander policy serve``."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+
+policy = typer.Typer(help="Baseline policies.", no_args_is_help=True)
+
+
+class PolicyName(StrEnum):
+    openai = "openai"
+    minimax = "minimax"
+    random = "random"
+
+
+class BaselineName(StrEnum):
+    minimax = "minimax"
+    random = "random"
+
+
+def make_policy(
+    name: PolicyName | BaselineName,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key_env: str = "OPENAI_API_KEY",
+    sampling: dict[str, Any] | None = None,
+    noise: float = 0.0,
+    seed: int | None = None,
+) -> Any:
+    from client.policies import MinimaxPolicy, OpenAIChatPolicy, RandomPolicy
+
+    if name.value == "openai":
+        if not model:
+            raise typer.BadParameter("the openai policy needs --model", param_hint="--model")
+        return OpenAIChatPolicy(
+            model,
+            base_url or "https://api.openai.com/v1",
+            api_key_env=api_key_env,
+            sampling=sampling,
+        )
+    if name.value == "minimax":
+        return MinimaxPolicy(noise=noise, seed=seed)
+    return RandomPolicy(seed=seed)
+
+
+@policy.command("serve")
+def serve(
+    name: Annotated[
+        BaselineName, typer.Option("--policy", help="The baseline that answers.")
+    ] = BaselineName.minimax,
+    noise: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Minimax: chance of a random move.")
+    ] = 0.0,
+    seed: Annotated[int | None, typer.Option(help="Seed of the baseline's choices.")] = None,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8001,
+) -> None:
+    """Serve a tic-tac-toe baseline as an OpenAI-compatible /v1/chat/completions.
+
+    Point any OpenAI client (or `wander eval --policy openai`) at
+    http://HOST:PORT/v1 to smoke-test a pipeline with no GPU and no API key.
+    """
+    try:
+        import uvicorn
+
+        from client.policy_server import create_policy_app
+    except ImportError as exc:
+        raise typer.BadParameter(
+            f"serving needs FastAPI and uvicorn ({exc.name} is missing): "
+            "pip install 'wander-rl[service]'"
+        ) from exc
+    app = create_policy_app(make_policy(name, noise=noise, seed=seed), name.value)
+    typer.echo(f"Baseline {name.value} on http://{host}:{port}/v1 (model name: {name.value})")
+    uvicorn.run(app, host=host, port=port, log_level="warning")

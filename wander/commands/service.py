@@ -1,0 +1,112 @@
+"""``wander serve`` and ``wander db``: run the service and migrate its archive."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from wander.options import service_settings
+
+db = typer.Typer(help="The archive database.", no_args_is_help=True)
+
+DatabaseOption = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url", help="SQLAlchemy URL of the archive (default: WANDER_DATABASE_URL)."
+    ),
+]
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes (needs Redis if > 1).")] = 1,
+) -> None:
+    """Run the HTTP service (settings from WANDER_* environment variables).
+
+    A SQLite archive is created and migrated on the way; any other database is
+    migrated with `wander db upgrade`.
+    """
+    settings = service_settings()
+    if workers > 1 and not settings.redis_url:
+        raise typer.BadParameter(
+            "several workers need a shared store: set WANDER_REDIS_URL, or use --workers 1 "
+            "(the in-process store lives in one process)",
+            param_hint="--workers",
+        )
+    import uvicorn
+
+    if settings.database_url.startswith("sqlite"):
+        _upgrade(settings.database_url)
+    store = f"Redis at {settings.redis_url}" if settings.redis_url else "the in-process store"
+    typer.echo(f"Wander on http://{host}:{port} with {store}, {workers} worker(s)")
+    uvicorn.run(
+        "service.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=settings.log_level,
+    )
+
+
+@db.command("upgrade")
+def db_upgrade(
+    database_url: DatabaseOption = None,
+    revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
+) -> None:
+    """Create or migrate the archive's tables."""
+    _upgrade(database_url or service_settings().database_url, revision)
+
+
+@db.command("downgrade")
+def db_downgrade(
+    revision: Annotated[str, typer.Argument(help="Target revision; `base` drops everything.")],
+    database_url: DatabaseOption = None,
+) -> None:
+    """Migrate the archive back to an earlier revision."""
+    from service.archive.migrations import downgrade
+
+    url = database_url or service_settings().database_url
+    downgrade(url, revision)
+    typer.echo(f"Archive {_safe(url)} is at revision {_revision(url)}")
+
+
+@db.command("current")
+def db_current(database_url: DatabaseOption = None) -> None:
+    """Show the archive's revision and the latest one."""
+    from service.archive.migrations import head_revision
+
+    url = database_url or service_settings().database_url
+    typer.echo(f"{_safe(url)}: revision {_revision(url)} (latest {head_revision()})")
+
+
+def _upgrade(url: str, revision: str = "head") -> None:
+    from service.archive.migrations import upgrade
+
+    before = _revision(url)
+    upgrade(url, revision)
+    after = _revision(url)
+    if before == after:
+        typer.echo(f"Archive {_safe(url)} is up to date (revision {after})")
+    else:
+        typer.echo(f"Archive {_safe(url)} migrated from revision {before} to {after}")
+
+
+def _revision(url: str) -> str | None:
+    from service.archive.connect import make_engine
+    from service.archive.migrations import current_revision
+
+    engine = make_engine(url)
+    try:
+        return current_revision(engine)
+    finally:
+        engine.dispose()
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for printing."""
+    from sqlalchemy import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
