@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 import uuid
@@ -17,19 +16,15 @@ import pytest
 import redis
 import sqlalchemy
 from asgi_lifespan import LifespanManager
+from starlette.types import ASGIApp
 
 from service.app import create_app
 from service.archive.migrations import upgrade
 from service.settings import Settings
+from tests.servers import ServiceProcess, free_port
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://127.0.0.1:5432/test"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _redis_answers(url: str) -> bool:
@@ -147,13 +142,25 @@ def settings(store_kind: str, sqlite_url: str, request: pytest.FixtureRequest) -
 
 
 @pytest.fixture
-async def api(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+async def app(settings: Settings) -> AsyncIterator[ASGIApp]:
+    """The service on the parametrised store, started and stopped around the test."""
+    async with LifespanManager(create_app(settings)) as manager:
+        yield manager.app
+
+
+@pytest.fixture
+async def api(app: ASGIApp) -> AsyncIterator[httpx.AsyncClient]:
     """An HTTP client for the service on the parametrised store."""
-    app = create_app(settings)
-    async with (
-        LifespanManager(app) as manager,
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=manager.app), base_url="http://wander.test"
-        ) as client,
-    ):
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://wander.test") as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    """A real `wander serve` (in-process store, SQLite archive), shared by a test module."""
+    database = f"sqlite:///{tmp_path_factory.mktemp('live')}/archive.db"
+    upgrade(database)
+    process = ServiceProcess({"WANDER_DATABASE_URL": database, "WANDER_REDIS_URL": ""}).start()
+    yield process
+    process.kill()

@@ -4,27 +4,36 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 
 import httpx
 
-from tests.conftest import free_port
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 class ServiceProcess:
-    """One ``wander serve`` process on a port of its own."""
+    """One ``wander serve`` (or ``wander policy serve``) process on a port of its own."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(
+        self, env: dict[str, str], command: tuple[str, ...] = ("serve",), health: str = "/healthz"
+    ) -> None:
         self.env = {**os.environ, **env}
+        self.command = command
+        self.health = health
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 20.0) -> ServiceProcess:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "wander", "serve", "--port", str(self.port)],
+            [sys.executable, "-m", "wander", *self.command, "--port", str(self.port)],
             env=self.env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -35,7 +44,7 @@ class ServiceProcess:
                 stderr = self.process.stderr.read().decode() if self.process.stderr else ""
                 raise RuntimeError(f"wander serve exited with {self.process.returncode}: {stderr}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}{self.health}", timeout=1).status_code == 200:
                     return self
             except httpx.TransportError:
                 pass

@@ -11,8 +11,8 @@ from asgi_lifespan import LifespanManager
 from service.app import create_app
 from service.archive.migrations import upgrade
 from service.settings import Settings
-from tests.conftest import free_port
 from tests.helpers import create, error_of, step
+from tests.servers import free_port
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ import pytest
 from service.archive import Archive, EpisodeFilter
 from service.archive.migrations import downgrade
 from service.errors import DatabaseUnavailable, RunNotFound
-from tests.conftest import free_port
 from tests.records import tictactoe_record
+from tests.servers import free_port
 
 # 10 done games of run-a: 4 wins (one with an invalid move), 3 draws, 3 losses (two
 # with invalid moves), plus one aborted game, one game of another run, one unlabelled.

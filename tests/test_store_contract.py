@@ -11,7 +11,7 @@ from service.errors import StoreUnavailable
 from service.settings import Settings
 from service.store import EpisodeStore, Versioned, open_store
 from service.store.redis import RedisStore
-from tests.conftest import free_port
+from tests.servers import free_port
 
 
 @pytest.fixture

@@ -84,3 +84,8 @@ def position_value(board: str, player: Player) -> int:
     """Minimax value for ``player`` to move: 1 forced win, 0 draw, -1 forced loss."""
     score = _SCORES[(board, player)]
     return (score > 0) - (score < 0)
+
+
+def positions(player: Player) -> list[str]:
+    """Every reachable position of a game in progress with ``player`` to move."""
+    return [board for board, mover in _OPTIMAL if mover == player]

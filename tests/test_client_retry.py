@@ -1,0 +1,132 @@
+"""Retries rely on turn idempotency: a step whose answer was lost applies once."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import httpx
+import pytest
+from starlette.types import ASGIApp
+
+from client import (
+    AsyncWanderClient,
+    Retry,
+    ServiceUnavailable,
+    WanderClient,
+    WanderConnectionError,
+)
+from tests.agents import answer
+from tests.servers import ServiceProcess
+
+FAST = Retry(attempts=4, backoff_seconds=0.01)
+Fault = Literal["drop", "unavailable"]
+
+
+class Faulty(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """Passes requests on, but the first ``times`` to a path ending in ``suffix`` fail:
+    ``drop`` lets the request through and loses the answer (the connection dropped
+    after the service applied it); ``unavailable`` answers 503 without passing it on."""
+
+    def __init__(
+        self,
+        inner: httpx.BaseTransport | httpx.AsyncBaseTransport,
+        suffix: str,
+        fault: Fault,
+        times: int = 1,
+    ) -> None:
+        self.inner, self.suffix, self.fault, self.times = inner, suffix, fault, times
+        self.passed_on = 0
+
+    def _fault(self, request: httpx.Request) -> Fault | None:
+        if request.url.path.endswith(self.suffix) and self.times > 0:
+            self.times -= 1
+            return self.fault
+        return None
+
+    def _unavailable(self) -> httpx.Response:
+        error = {"code": "store_unavailable", "message": "down", "details": None}
+        return httpx.Response(503, headers={"Retry-After": "0"}, json={"error": error})
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        fault = self._fault(request)
+        if fault == "unavailable":
+            return self._unavailable()
+        self.passed_on += request.url.path.endswith(self.suffix)
+        response = self.inner.handle_request(request)  # type: ignore[union-attr]
+        if fault == "drop":
+            response.read()
+            raise httpx.ReadError("connection dropped before the answer", request=request)
+        return response
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        fault = self._fault(request)
+        if fault == "unavailable":
+            return self._unavailable()
+        self.passed_on += request.url.path.endswith(self.suffix)
+        response = await self.inner.handle_async_request(request)  # type: ignore[union-attr]
+        if fault == "drop":
+            await response.aread()
+            raise httpx.ReadError("connection dropped before the answer", request=request)
+        return response
+
+
+def test_a_lost_answer_to_a_step_is_recovered_and_applied_once(live: ServiceProcess) -> None:
+    faulty = Faulty(httpx.HTTPTransport(), "/step", "drop")
+    with WanderClient(live.url, transport=faulty, retry=FAST) as wander:
+        [episode] = wander.create("tictactoe", example=2)
+        result = episode.step(answer(4))
+        assert faulty.passed_on == 2  # the original, then the retry
+        assert result.turn == 1
+        record = wander.episode(episode.id)
+    assert record.turn == 1
+    assert [m.role for m in record.messages] == ["system", "user", "assistant", "user"]
+    assert record.messages[-1] == result.observation[0]
+
+
+async def test_the_async_client_recovers_a_lost_answer_too(app: ASGIApp) -> None:
+    faulty = Faulty(httpx.ASGITransport(app=app), "/v1/step", "drop")
+    async with AsyncWanderClient("http://t", transport=faulty, retry=FAST) as wander:
+        group = await wander.create("tictactoe", example=2, n=2)
+        steps = [{"episode_id": ep.id, "action": answer(4), "turn": 0} for ep in group]
+        results = await wander.step_many(steps)
+        assert faulty.passed_on == 2
+        assert [r.turn for r in results] == [1, 1]  # type: ignore[union-attr]
+        assert [(await wander.episode(ep.id)).turn for ep in group] == [1, 1]
+
+
+def test_503_is_retried_and_then_applied(live: ServiceProcess) -> None:
+    faulty = Faulty(httpx.HTTPTransport(), "/v1/episodes", "unavailable", times=2)
+    with WanderClient(live.url, transport=faulty, retry=FAST) as wander:
+        group = wander.create("tictactoe", example=1, n=3)  # not idempotent, yet safe on 503
+    assert len(group) == 3 and faulty.passed_on == 1
+
+
+def test_retries_give_up_with_the_last_error(live: ServiceProcess) -> None:
+    faulty = Faulty(httpx.HTTPTransport(), "/score", "unavailable", times=99)
+    with WanderClient(live.url, transport=faulty, retry=FAST) as wander:
+        [episode] = wander.create("tictactoe", example=1)
+        with pytest.raises(ServiceUnavailable):
+            episode.score(partial=True)
+    assert faulty.times == 99 - FAST.attempts
+
+
+@pytest.mark.parametrize("suffix", ["/v1/episodes", "/step"])
+def test_requests_that_could_apply_twice_are_not_resent(live: ServiceProcess, suffix: str) -> None:
+    faulty = Faulty(httpx.HTTPTransport(), suffix, "drop", times=0)
+    with WanderClient(live.url, transport=faulty, retry=FAST) as wander:
+        [episode] = wander.create("tictactoe", example=1)
+        faulty.times = 1
+        with pytest.raises(WanderConnectionError):
+            if suffix == "/step":
+                wander.step(episode.id, answer(4))  # no turn: a resend could apply twice
+            else:
+                wander.create("tictactoe", example=1)
+    assert faulty.passed_on == 1 + (suffix == "/v1/episodes")
+
+
+def test_an_unreachable_service_is_a_connection_error() -> None:
+    with (
+        WanderClient("http://127.0.0.1:9", retry=FAST) as wander,
+        pytest.raises(WanderConnectionError),
+    ):
+        wander.environments()

@@ -1,0 +1,235 @@
+"""The evaluation runner and the policies, through the client, against the service."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from starlette.types import ASGIApp
+from typer.testing import CliRunner
+
+from client import AssistantMessage, AsyncWanderClient, Message
+from client.evaluation import evaluate
+from client.policies import MinimaxPolicy, OpenAIChatPolicy, RandomPolicy
+from client.policies.tictactoe import NotATicTacToePrompt, best_moves, read_board
+from client.report import plot
+from service.envs.seeding import example_seed
+from service.envs.tictactoe import TicTacToe, TicTacToeConfig
+from service.envs.tictactoe.env import render_board
+from service.envs.tictactoe.game import optimal_moves, positions
+from tests.servers import ServiceProcess
+from wander.cli import app as cli
+
+OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
+
+
+def asgi_client(app: ASGIApp) -> AsyncWanderClient:
+    return AsyncWanderClient("http://wander.test", transport=httpx.ASGITransport(app=app))
+
+
+async def archived_summary(wander: AsyncWanderClient, run: str, episodes: int) -> Any:
+    for _ in range(100):
+        runs = {info.run: info.episodes for info in await wander.runs()}
+        if runs.get(run) == episodes:
+            return await wander.run(run)
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"run {run} was not archived")
+
+
+async def test_baselines_against_the_optimal_opponent(app: ASGIApp) -> None:
+    async with asgi_client(app) as wander:
+        options: dict[str, Any] = {"examples": 15, "rollouts": 2, "config": OPTIMAL}
+        best = await evaluate(
+            wander, "tictactoe", MinimaxPolicy(seed=1), run="minimax", progress=False, **options
+        )
+        worst = await evaluate(
+            wander, "tictactoe", RandomPolicy(seed=1), run="random", progress=False, **options
+        )
+        assert best.summary.errors == worst.summary.errors == 0
+        assert {r.metrics["outcome"] for r in best.results} == {"draw"}
+        assert "win" not in {r.metrics["outcome"] for r in worst.results}
+        assert [r.example for r in best.results] == sorted(list(range(15)) * 2)
+
+        for evaluation, run in [(best, "minimax"), (worst, "random")]:
+            archived = await archived_summary(wander, run, 30)
+            ours = evaluation.summary
+            assert archived.metrics["outcome"].rates == ours.metrics["outcome"].rates
+            assert (
+                archived.metrics["invalid_moves"].nonzero_rate
+                == ours.metrics["invalid_moves"].nonzero_rate
+            )
+            assert math.isclose(archived.reward.mean, ours.reward.mean, abs_tol=1e-12)
+            assert archived.components == {k: v.mean for k, v in ours.components.items()}
+
+
+class Flaky:
+    """A policy whose second answer fails."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def act(self, messages: Sequence[Message], tools: Any = None) -> AssistantMessage:
+        self.calls += 1
+        if self.calls == 2:
+            raise RuntimeError("model server fell over")
+        return AssistantMessage(content="<move>0</move>")
+
+
+async def test_a_failing_policy_is_an_error_and_its_episode_is_aborted(app: ASGIApp) -> None:
+    async with asgi_client(app) as wander:
+        evaluation = await evaluate(
+            wander, "tictactoe", Flaky(), examples=1, concurrency=1, progress=False
+        )
+        [result] = evaluation.results
+        assert evaluation.summary.errors == 1 and "model server fell over" in result.error
+        assert (await wander.episode(result.episode_id)).status == "aborted"
+
+
+async def test_results_are_saved_and_plotted(app: ASGIApp, tmp_path: Path) -> None:
+    async with asgi_client(app) as wander:
+        evaluation = await evaluate(
+            wander, "tictactoe", RandomPolicy(seed=3), examples=4, progress=False
+        )
+    evaluation.save_jsonl(tmp_path / "out.jsonl")
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert len(lines) == 4
+    assert all(set(line) == {"episode_id", "example", "total", "components", "metrics"}
+               for line in lines)  # fmt: skip
+    plot(evaluation, tmp_path / "out.png")
+    assert (tmp_path / "out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_clients_solver_agrees_with_the_environment() -> None:
+    boards = positions("X")
+    assert len(boards) > 2000
+    for board in boards:
+        assert set(best_moves(board)) == set(optimal_moves(board, "X")), board
+
+
+def test_the_baseline_reads_the_board_the_environment_draws() -> None:
+    env, config = TicTacToe(), TicTacToeConfig()
+    for example in range(10):
+        seed = example_seed(env.name, "train", 0, example)
+        state, messages = env.reset(config, env.examples(config, "train")[example], seed)
+        assert read_board([Message.model_validate(m) for m in messages]) == state["board"]
+    with pytest.raises(NotATicTacToePrompt):
+        read_board([Message(role="user", content="What is 2 + 2?")])
+
+
+def user(board: str) -> list[Message]:
+    """The user message the environment would send for ``board``."""
+    return [Message(role="user", content=render_board(board) + "\n\nYour turn.")]
+
+
+async def test_the_baseline_explains_its_moves() -> None:
+    policy = MinimaxPolicy(seed=0)
+    win = (await policy.act(user("XX.OO...."))).content
+    assert win == "<think>Cell 2 completes a line of X: I win.</think>\n<move>2</move>"
+    block = (await policy.act(user("X...O..O."))).content
+    assert block == "<think>O would complete a line at 1, so I block it.</think>\n<move>1</move>"
+    noisy = MinimaxPolicy(noise=1.0, seed=0)
+    moves = {(await noisy.act(user("X...O...."))).content for _ in range(40)}
+    assert len(moves) == 7  # every free cell, optimal or not
+
+
+async def test_the_openai_policy_sends_what_openai_expects() -> None:
+    seen: list[httpx.Request] = []
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if len(seen) == 1:
+            return httpx.Response(429, headers={"Retry-After": "0"}, json={"error": {}})
+        message = {"role": "assistant", "content": "<move>4</move>"}
+        return httpx.Response(200, json={"choices": [{"index": 0, "message": message}]})
+
+    policy = OpenAIChatPolicy(
+        "my-model",
+        "http://llm.test/v1/",
+        api_key="sk-test",
+        sampling={"temperature": 0.7, "max_tokens": 64},
+        transport=httpx.MockTransport(reply),
+    )
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    answer = await policy.act([Message(role="user", content="hi")], tools)
+    await policy.aclose()
+    assert answer == AssistantMessage(content="<move>4</move>")
+    assert len(seen) == 2  # the 429 was retried
+    request = seen[-1]
+    assert str(request.url) == "http://llm.test/v1/chat/completions"
+    assert request.headers["authorization"] == "Bearer sk-test"
+    assert json.loads(request.content) == {
+        "model": "my-model",
+        "messages": [{"role": "user", "content": "hi"}],
+        "temperature": 0.7,
+        "max_tokens": 64,
+        "tools": tools,
+    }
+
+
+@pytest.fixture(scope="module")
+def baseline_server() -> Iterator[ServiceProcess]:
+    process = ServiceProcess(
+        {}, command=("policy", "serve", "--policy", "minimax", "--seed", "7"), health="/v1/models"
+    ).start()
+    yield process
+    process.kill()
+
+
+async def test_the_openai_policy_plays_through_the_baseline_server(
+    live: ServiceProcess, baseline_server: ServiceProcess
+) -> None:
+    policy = OpenAIChatPolicy("minimax", f"{baseline_server.url}/v1")
+    async with AsyncWanderClient(live.url) as wander:
+        evaluation = await evaluate(
+            wander, "tictactoe", policy, examples=6, rollouts=2, config=OPTIMAL, progress=False
+        )
+    await policy.aclose()
+    assert evaluation.summary.errors == 0 and len(evaluation.results) == 12
+    assert {r.metrics["outcome"] for r in evaluation.results} == {"draw"}
+    assert evaluation.summary.components["format"].mean == 1.0
+
+
+def test_the_baseline_server_refuses_other_prompts(baseline_server: ServiceProcess) -> None:
+    body = {"model": "minimax", "messages": [{"role": "user", "content": "Tell me a joke"}]}
+    response = httpx.post(f"{baseline_server.url}/v1/chat/completions", json=body)
+    assert response.status_code == 400
+    assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_wander_eval_prints_the_table_and_saves(live: ServiceProcess, tmp_path: Path) -> None:
+    args = ["eval", "tictactoe", "--policy", "minimax", "-n", "5", "-r", "2", "--seed", "1",
+            "--config", json.dumps(OPTIMAL), "--url", live.url, "--run", "cli-eval",
+            "--output", str(tmp_path / "r.jsonl"), "--plot", str(tmp_path / "r.png")]  # fmt: skip
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert "10 episodes scored, 0 errors" in result.output
+    assert "outcome = draw" in result.output and "100.0%" in result.output
+    assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 10
+    assert (tmp_path / "r.png").exists()
+
+
+def test_wander_eval_explains_bad_options(live: ServiceProcess) -> None:
+    runner = CliRunner()
+    no_model = runner.invoke(cli, ["eval", "tictactoe", "--url", live.url])
+    assert no_model.exit_code == 2 and "--model" in no_model.output
+    bad = runner.invoke(cli, ["eval", "tictactoe", "--policy", "random", "--config", "{x"])
+    assert bad.exit_code == 2 and "not JSON" in bad.output
+    unknown = runner.invoke(cli, ["eval", "chess", "--policy", "random", "--url", live.url])
+    assert unknown.exit_code == 2 and "env_not_found" in unknown.output
+
+
+def test_wander_play_lets_a_person_play(live: ServiceProcess) -> None:
+    moves = "".join(f"{cell}\n" for cell in [4, 0, 2, 6, 8, 1, 3, 5, 7] * 2)
+    result = CliRunner().invoke(
+        cli, ["play", "--example", "0", "--url", live.url, "--config", json.dumps(OPTIMAL)],
+        input=moves,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "Your move" in result.output and "Game over." in result.output
+    assert "Total reward" in result.output
