@@ -28,7 +28,7 @@ def summary_table(summary: EvalSummary) -> Table:
         numeric(f"  {name}", stats)
     for name, metric in summary.metrics.items():
         if isinstance(metric, CategoricalSummary):
-            for value, rate in metric.rates.items():
+            for value, rate in ordered_rates(metric).items():
                 table.add_row(f"{name} = {value}", f"{rate:.1%}", "", "", "")
         else:
             numeric(name, metric)
@@ -59,7 +59,7 @@ def plot(evaluation: Evaluation, path: Path) -> None:
     rewards.set(title=f"{summary.env}: total reward", xlabel="reward", ylabel="episodes")
     if isinstance(outcome, CategoricalSummary):
         bars = axes[0][1]
-        rates = _outcome_rates(outcome)
+        rates = ordered_rates(outcome)
         bars.bar(list(rates), list(rates.values()), color="#55a868")
         bars.set(title="outcomes", ylabel="share of episodes", ylim=(0, 1.12))
         for index, rate in enumerate(rates.values()):
@@ -69,9 +69,10 @@ def plot(evaluation: Evaluation, path: Path) -> None:
     plt.close(figure)
 
 
-def _outcome_rates(outcome: CategoricalSummary) -> dict[str, float]:
-    """Win, draw and loss first and always (zeros included), then any other outcome."""
-    known = {name: outcome.rates.get(name, 0.0) for name in ("win", "draw", "loss")}
-    if not set(outcome.rates) & set(known):
+def ordered_rates(metric: CategoricalSummary) -> dict[str, float]:
+    """Outcomes as people read them: win, draw and loss first and always (zeros
+    included) where any of them occurs, then the other values."""
+    known = {name: metric.rates.get(name, 0.0) for name in ("win", "draw", "loss")}
+    if not set(metric.rates) & set(known):
         known = {}
-    return known | {name: rate for name, rate in outcome.rates.items() if name not in known}
+    return known | {name: rate for name, rate in metric.rates.items() if name not in known}
