@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -50,6 +51,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    generate_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        return app.openapi_schema or episodes.add_body_schemas(generate_openapi())
+
+    app.openapi = openapi  # type: ignore[method-assign]
     app.include_router(environments.router)
     app.include_router(episodes.router)
     app.include_router(runs.router)

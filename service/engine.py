@@ -10,7 +10,6 @@ applying twice.
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -48,6 +47,9 @@ from service.errors import (
 from service.records import LastStep, StoredEpisode
 from service.settings import Settings
 from service.store import EpisodeStore
+from service.store.base import Write
+
+CONFIG_CACHE_SIZE = 4096
 
 
 class Engine:
@@ -56,6 +58,7 @@ class Engine:
         self.registry = registry
         self.settings = settings
         self._infos = {name: _env_info(env) for name, env in registry.items()}
+        self._configs: dict[tuple[str, bytes], EnvConfig] = {}
 
     # Environments
 
@@ -139,52 +142,86 @@ class Engine:
 
     async def step(self, episode_id: str, action: Action, turn: int | None = None) -> StepResult:
         """Apply ``action`` at ``turn`` (default: the current turn) exactly once."""
-        message = _action_message(action)
-        if len(canonical_json(message)) > self.settings.max_action_bytes:
-            raise PayloadTooLarge(f"the action exceeds {self.settings.max_action_bytes} bytes")
+        message = self._action_message(action)
+        fresh = False
         while True:
-            episode, version = await self._load(episode_id)
-            last = episode.last_step
-            if last is not None and turn == episode.turn - 1 and last.action == message:
-                return last.result  # a retry of the step already applied
-            if episode.done:
-                raise EpisodeDone(
-                    f"episode {episode_id} is {episode.status}", {"turn": episode.turn}
-                )
-            if turn is not None and turn != episode.turn:
-                raise TurnMismatch(
-                    f"the step is for turn {turn}, but the episode is at turn {episode.turn}",
-                    {"turn": episode.turn},
-                )
-            updated, result = self._apply(episode, message)
-            if await self._save(updated, version):
+            episode, version = await self._load(episode_id, cached=not fresh)
+            try:
+                outcome = self._decide(episode, message, turn)
+            except WanderError:
+                if fresh:
+                    raise
+                fresh = True  # the remembered version may be stale: decide on a fresh one
+                continue
+            if isinstance(outcome, StepResult):
+                return outcome
+            updated, result = outcome
+            if await self.store.replace(*self._write(updated, version)):
                 return result
-            # Another request applied a step first: look again.
+            fresh = True  # another request applied a step first: look again
 
     async def step_many(self, items: Sequence[BatchStepItem]) -> list[StepResult | StepError]:
         """Apply many steps; each item succeeds or fails alone, results in request order.
 
-        Steps of different episodes run concurrently; steps of one episode run in
-        the order given, so a batch may advance an episode several turns.
+        The k-th steps of all the episodes in the batch are applied together: one
+        bulk read, one bulk compare-and-set, so a batch costs a couple of store
+        round trips however large it is. Steps of one episode apply in the order
+        given (a batch may advance an episode several turns); an item whose write
+        loses a race is replayed on its own.
         """
         if len(items) > self.settings.max_batch_steps:
             raise PayloadTooLarge(f"a batch holds at most {self.settings.max_batch_steps} steps")
         results: list[StepResult | StepError | None] = [None] * len(items)
-        by_episode: dict[str, list[int]] = defaultdict(list)
+        rounds: list[list[int]] = []
+        seen: dict[str, int] = defaultdict(int)
         for index, item in enumerate(items):
-            by_episode[item.episode_id].append(index)
-
-        async def run_in_order(indices: list[int]) -> None:
-            for index in indices:
-                item = items[index]
-                try:
-                    results[index] = await self.step(item.episode_id, item.action, item.turn)
-                except WanderError as exc:
-                    error = ErrorInfo(code=exc.code, message=exc.message, details=exc.details)
-                    results[index] = StepError(episode_id=item.episode_id, error=error)
-
-        await asyncio.gather(*(run_in_order(indices) for indices in by_episode.values()))
+            position = seen[item.episode_id]
+            seen[item.episode_id] += 1
+            if position == len(rounds):
+                rounds.append([])
+            rounds[position].append(index)
+        for indices in rounds:
+            await self._step_round(items, indices, results)
         return results  # type: ignore[return-value]
+
+    async def _step_round(
+        self,
+        items: Sequence[BatchStepItem],
+        indices: list[int],
+        results: list[StepResult | StepError | None],
+    ) -> None:
+        """Steps of distinct episodes: read all, decide each, write all; replay the rest."""
+        loaded = await self.store.load_many([items[i].episode_id for i in indices], cached=True)
+        writes: list[tuple[int, Write, StepResult]] = []
+        replay: list[int] = []
+        for index, item in zip(indices, loaded, strict=True):
+            request = items[index]
+            try:
+                if item is None:
+                    raise EpisodeNotFound(f"no episode {request.episode_id!r}")
+                episode = StoredEpisode.model_validate_json(item.data)
+                outcome = self._decide(episode, self._action_message(request.action), request.turn)
+            except WanderError:
+                replay.append(index)  # decided on a remembered version: decide on a fresh one
+                continue
+            if isinstance(outcome, StepResult):
+                results[index] = outcome
+            else:
+                updated, result = outcome
+                writes.append((index, self._write(updated, item.version), result))
+        written = await self.store.replace_many([write for _, write, _ in writes])
+        for (index, _, result), ok in zip(writes, written, strict=True):
+            if ok:
+                results[index] = result
+            else:
+                replay.append(index)
+        for index in sorted(replay):
+            request = items[index]
+            try:
+                results[index] = await self.step(request.episode_id, request.action, request.turn)
+            except WanderError as exc:
+                error = ErrorInfo(code=exc.code, message=exc.message, details=exc.details)
+                results[index] = StepError(episode_id=request.episode_id, error=error)
 
     async def score(self, episode_id: str, *, partial: bool = False) -> Score:
         episode, _ = await self._load(episode_id)
@@ -209,7 +246,7 @@ class Engine:
             aborted = episode.model_copy(
                 update={"status": "aborted", "updated_at": now, "finished_at": now}
             )
-            if await self._save(aborted, version):
+            if await self.store.replace(*self._write(aborted, version)):
                 return
 
     # Internals
@@ -220,19 +257,54 @@ class Engine:
         except KeyError:
             raise EnvNotFound(f"no environment named {name!r}") from None
 
-    async def _load(self, episode_id: str) -> tuple[StoredEpisode, int]:
-        item = await self.store.load(episode_id)
+    async def _load(self, episode_id: str, *, cached: bool = False) -> tuple[StoredEpisode, int]:
+        item = await self.store.load(episode_id, cached=cached)
         if item is None:
             raise EpisodeNotFound(f"no episode {episode_id!r} (unknown, or expired after idling)")
         return StoredEpisode.model_validate_json(item.data), item.version
 
-    async def _save(self, episode: StoredEpisode, version: int) -> bool:
-        """Compare-and-set ``episode`` over ``version``; a finished episode's record is
-        queued for the archive in the same write."""
+    def _write(self, episode: StoredEpisode, version: int) -> Write:
+        """The compare-and-set that stores ``episode`` over ``version``; a finished
+        episode's record is queued for the archive in the same write."""
         archive = self._record(episode).model_dump_json().encode() if episode.done else None
-        return await self.store.replace(
-            episode.id, version, episode.model_dump_json().encode(), archive
-        )
+        return Write(episode.id, version, episode.model_dump_json().encode(), archive)
+
+    def _decide(
+        self, episode: StoredEpisode, action: Message, turn: int | None
+    ) -> StepResult | tuple[StoredEpisode, StepResult]:
+        """What a step does to ``episode``: the recorded result of a retry, an error, or
+        the updated episode and the result to write."""
+        last = episode.last_step
+        if last is not None and turn == episode.turn - 1 and last.action == action:
+            return last.result  # a retry of the step already applied
+        if episode.done:
+            raise EpisodeDone(f"episode {episode.id} is {episode.status}", {"turn": episode.turn})
+        if turn is not None and turn != episode.turn:
+            raise TurnMismatch(
+                f"the step is for turn {turn}, but the episode is at turn {episode.turn}",
+                {"turn": episode.turn},
+            )
+        return self._apply(episode, action)
+
+    def _action_message(self, action: Action) -> Message:
+        message = _action_message(action)
+        content = message.get("content") or ""
+        limit = self.settings.max_action_bytes
+        # Content is at most 4 bytes a character: measure exactly only when it may matter.
+        may_exceed = 4 * len(content) > limit or "tool_calls" in message
+        if may_exceed and len(canonical_json(message)) > limit:
+            raise PayloadTooLarge(f"the action exceeds {limit} bytes")
+        return message
+
+    def _config(self, env: Environment[Any], config: dict[str, Any]) -> EnvConfig:
+        """An episode's config, parsed once per distinct config rather than at every step."""
+        key = (env.name, canonical_json(config))
+        parsed = self._configs.get(key)
+        if parsed is None:
+            if len(self._configs) >= CONFIG_CACHE_SIZE:
+                self._configs.clear()
+            parsed = self._configs[key] = _parse_config(env, config, ("config",))
+        return parsed
 
     def _record(self, episode: StoredEpisode) -> EpisodeRecord:
         env = self._env(episode.env)
@@ -246,7 +318,7 @@ class Engine:
     def _apply(self, episode: StoredEpisode, action: Message) -> tuple[StoredEpisode, StepResult]:
         """The episode after ``action``, and the step's result; nothing is written."""
         env = self._env(episode.env)
-        config = _parse_config(env, episode.config, ("config",))
+        config = self._config(env, episode.config)
         state, observation, done = env.step(config, episode.state, action, TurnRandom(episode.seed))
         total = env.total(env.score(config, state).components)
         reward = total - episode.total
@@ -277,7 +349,7 @@ class Engine:
 
     def _score(self, episode: StoredEpisode) -> Score:
         env = self._env(episode.env)
-        config = _parse_config(env, episode.config, ("config",))
+        config = self._config(env, episode.config)
         components, metrics = env.score(config, episode.state)
         return Score(
             episode_id=episode.id,

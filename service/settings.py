@@ -14,6 +14,9 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         None, description="Redis URL for episode state; unset: the in-process store (one process)."
     )
+    redis_max_connections: int = Field(
+        64, ge=1, description="Redis connections per process; more requests wait for one."
+    )
     redis_prefix: str = Field("wander:", description="Prefix of every Redis key written.")
     episode_ttl_seconds: int = Field(
         3600, ge=1, description="An episode untouched this long is forgotten."
@@ -32,5 +35,8 @@ class Settings(BaseSettings):
         gt=0,
         description="A finished episode taken by an archiver that never wrote it "
         "(it died) is taken over by another after this long.",
+    )
+    access_log: bool = Field(
+        False, description="Log every request (costs a tenth of the throughput)."
     )
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"

@@ -223,3 +223,17 @@ async def test_health_readiness_and_openapi(api: httpx.AsyncClient) -> None:
         "/v1/episodes/{episode_id}",
     } <= set(schema["paths"])
     assert "ErrorResponse" in schema["components"]["schemas"]
+    body = schema["paths"]["/v1/step"]["post"]["requestBody"]["content"]["application/json"]
+    assert body["schema"] == {"$ref": "#/components/schemas/BatchStepRequest"}
+    refs = set(_refs(schema))
+    assert refs <= {f"#/components/schemas/{name}" for name in schema["components"]["schemas"]}
+
+
+def _refs(node: object) -> list[str]:
+    """Every ``$ref`` in a JSON document."""
+    if isinstance(node, dict):
+        own = [node["$ref"]] if "$ref" in node else []
+        return own + [r for v in node.values() for r in _refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []

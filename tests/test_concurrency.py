@@ -6,7 +6,11 @@ import asyncio
 from collections import Counter
 
 import httpx
+from asgi_lifespan import LifespanManager
 
+from service.app import create_app
+from service.archive.migrations import upgrade
+from service.settings import Settings
 from tests.agents import answer
 from tests.helpers import create, error_of, step
 
@@ -47,3 +51,23 @@ async def test_32_unturned_steps_all_apply_without_losing_one(api: httpx.AsyncCl
     actions = [m["content"] for m in record["messages"] if m["role"] == "assistant"]
     assert sorted(actions) == sorted(f"bad {i}" for i in range(32))
     assert record["state"]["invalid_moves"] == 32
+
+
+async def test_more_requests_than_redis_connections_wait_instead_of_failing(
+    redis_url: str, redis_prefix: str, sqlite_url: str
+) -> None:
+    upgrade(sqlite_url)
+    settings = Settings(
+        redis_url=redis_url,
+        redis_prefix=redis_prefix,
+        database_url=sqlite_url,
+        redis_max_connections=2,
+    )
+    async with LifespanManager(create_app(settings)) as manager:
+        transport = httpx.ASGITransport(app=manager.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as api:
+            episodes = await create(api, example=0, n=40)
+            responses = await asyncio.gather(
+                *(step(api, episode["id"], answer(4), 0) for episode in episodes)
+            )
+    assert [r.status_code for r in responses] == [200] * 40

@@ -1,4 +1,4 @@
-"""Dependencies shared by the routers."""
+"""Dependencies shared by the routers (async: FastAPI runs sync ones in a thread pool)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from service.archive import Archive
 from service.engine import Engine
 
 
-def get_engine(request: Request) -> Engine:
+async def get_engine(request: Request) -> Engine:
     engine: Engine = request.app.state.engine
     return engine
 
 
-def get_archive(request: Request) -> Archive:
+async def get_archive(request: Request) -> Archive:
     archive: Archive = request.app.state.archive
     return archive
 

@@ -1,8 +1,18 @@
-"""``/v1/episodes`` and ``/v1/step``: create, step, score, read and abort episodes."""
+"""``/v1/episodes`` and ``/v1/step``: create, step, score, read and abort episodes.
+
+The two step routes are the hot path (a trainer sends thousands of steps a
+second), so they read and write JSON with pydantic directly instead of through
+FastAPI's body parsing and response validation; the OpenAPI schema still
+documents their bodies.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from typing import Any, TypeVar
+
+from fastapi import APIRouter, Request, Response, status
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from client.models import (
     BatchStepRequest,
@@ -16,8 +26,49 @@ from client.models import (
 )
 from service.api.deps import EngineDep
 from service.api.errors import ERROR_RESPONSES
+from service.engine import Engine
 
 router = APIRouter(prefix="/v1", tags=["episodes"], responses=ERROR_RESPONSES)
+
+Body = TypeVar("Body", bound=BaseModel)
+_STEP = TypeAdapter(StepRequest)
+_BATCH = TypeAdapter(BatchStepRequest)
+
+
+SELF_PARSED_BODIES: tuple[type[BaseModel], ...] = (StepRequest, BatchStepRequest)
+
+
+def _documented(model: type[BaseModel]) -> dict[str, Any]:
+    """OpenAPI ``requestBody`` for a route that parses its body itself."""
+    schema = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+def add_body_schemas(openapi: dict[str, Any]) -> dict[str, Any]:
+    """Put the schemas of the self-parsed bodies (and what they use) in ``components``."""
+    components = openapi.setdefault("components", {}).setdefault("schemas", {})
+    for model in SELF_PARSED_BODIES:
+        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        components.update(schema.pop("$defs", {}))
+        components[model.__name__] = schema
+    return openapi
+
+
+async def _parse(request: Request, adapter: TypeAdapter[Body]) -> Body:
+    try:
+        return adapter.validate_json(await request.body())
+    except ValidationError as exc:
+        errors = [{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]
+        raise RequestValidationError(errors) from None
+
+
+def _json(model: BaseModel) -> Response:
+    return Response(model.model_dump_json(), media_type="application/json")
+
+
+def _engine(request: Request) -> Engine:
+    engine: Engine = request.app.state.engine
+    return engine
 
 
 @router.post("/episodes", status_code=status.HTTP_201_CREATED)
@@ -26,16 +77,20 @@ async def create_episodes(body: CreateEpisodesRequest, engine: EngineDep) -> Cre
     return CreateEpisodesResponse(episodes=await engine.create(body))
 
 
-@router.post("/episodes/{episode_id}/step")
-async def step_episode(episode_id: str, body: StepRequest, engine: EngineDep) -> StepResult:
+@router.post(
+    "/episodes/{episode_id}/step", response_model=StepResult, openapi_extra=_documented(StepRequest)
+)
+async def step_episode(episode_id: str, request: Request) -> Response:
     """Apply one action. Pass ``turn`` so that a retried request applies at most once."""
-    return await engine.step(episode_id, body.action, body.turn)
+    body = await _parse(request, _STEP)
+    return _json(await _engine(request).step(episode_id, body.action, body.turn))
 
 
-@router.post("/step")
-async def step_batch(body: BatchStepRequest, engine: EngineDep) -> BatchStepResponse:
+@router.post("/step", response_model=BatchStepResponse, openapi_extra=_documented(BatchStepRequest))
+async def step_batch(request: Request) -> Response:
     """Apply many steps at once; each result is a ``StepResult`` or ``{episode_id, error}``."""
-    return BatchStepResponse(results=await engine.step_many(body.steps))
+    body = await _parse(request, _BATCH)
+    return _json(BatchStepResponse(results=await _engine(request).step_many(body.steps)))
 
 
 @router.get("/episodes/{episode_id}/score")

@@ -25,9 +25,6 @@ from service.archive.migrations import current_revision, head_revision
 from service.archive.tables import ArchivedEpisode
 from service.errors import DatabaseUnavailable, RunNotFound
 
-WRITE_CHUNK = 200
-"""Rows per INSERT statement (keeps SQLite under its bound-parameter limit)."""
-
 
 @dataclass(frozen=True)
 class EpisodeFilter:
@@ -65,6 +62,7 @@ class Archive:
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = make_engine(url)
+        self._upsert = _upsert_statement(self.engine.dialect.name)
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -81,18 +79,10 @@ class Archive:
 
     def write(self, records: Sequence[EpisodeRecord]) -> None:
         """Insert or replace ``records``: an episode archived twice is still one row."""
-        table = ArchivedEpisode.__table__
-        insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
         # One row per id: PostgreSQL refuses to upsert the same row twice in a statement.
         rows = list({record.id: _row(record) for record in records}.values())
         with self._available(), self.engine.begin() as connection:
-            for start in range(0, len(rows), WRITE_CHUNK):
-                statement = insert(table).values(rows[start : start + WRITE_CHUNK])
-                statement = statement.on_conflict_do_update(
-                    index_elements=[table.c.id],
-                    set_={c.name: statement.excluded[c.name] for c in table.c if c.name != "id"},
-                )
-                connection.execute(statement)
+            connection.execute(self._upsert, rows)
 
     def runs(self) -> list[RunInfo]:
         query = (
@@ -194,6 +184,17 @@ class Archive:
                     f"the archive database is unreachable: {exc.orig}"
                 ) from exc
             raise
+
+
+def _upsert_statement(dialect: str) -> Any:
+    """``INSERT ... ON CONFLICT (id) DO UPDATE``, built once and sent with many rows."""
+    table = ArchivedEpisode.__table__
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = insert(table)
+    return statement.on_conflict_do_update(
+        index_elements=[table.c.id],
+        set_={c.name: statement.excluded[c.name] for c in table.c if c.name != "id"},
+    )
 
 
 def _is_disconnect(exc: DBAPIError) -> bool:

@@ -19,5 +19,6 @@ def open_store(settings: Settings) -> EpisodeStore:
             settings.episode_ttl_seconds,
             settings.redis_prefix,
             settings.archive_claim_seconds,
+            settings.redis_max_connections,
         )
     return MemoryStore(settings.episode_ttl_seconds)

@@ -25,6 +25,15 @@ class Versioned(NamedTuple):
     version: int
 
 
+class Write(NamedTuple):
+    """One compare-and-set: ``data`` replaces ``version``; ``archive``, if any, is queued."""
+
+    episode_id: str
+    version: int
+    data: bytes
+    archive: bytes | None = None
+
+
 class Pending(NamedTuple):
     """A record waiting for the archive; ``token`` acknowledges it."""
 
@@ -46,8 +55,18 @@ class EpisodeStore(ABC):
         """Store new episodes (id -> document) at version 1, all or none."""
 
     @abstractmethod
-    async def load(self, episode_id: str) -> Versioned | None:
-        """The episode's document and version, or None if unknown or expired."""
+    async def load(self, episode_id: str, *, cached: bool = False) -> Versioned | None:
+        """The episode's document and version, or None if unknown or expired.
+
+        ``cached``: a store may answer from what it last read or wrote itself,
+        saving a round trip; the answer may then be stale, which a compare-and-set
+        detects. Decisions that no write will check must use a fresh load."""
+
+    async def load_many(
+        self, episode_ids: Sequence[str], *, cached: bool = False
+    ) -> list[Versioned | None]:
+        """``load`` for many episodes (a store may do it in one round trip)."""
+        return [await self.load(episode_id, cached=cached) for episode_id in episode_ids]
 
     @abstractmethod
     async def replace(
@@ -56,6 +75,10 @@ class EpisodeStore(ABC):
         """Write ``data`` as version ``version + 1`` if the stored version is still
         ``version``; False (and no write) if it changed or the episode is gone.
         With ``archive``, the same write queues that record for the archive."""
+
+    async def replace_many(self, writes: Sequence[Write]) -> list[bool]:
+        """``replace`` for many episodes (a store may do it in one round trip)."""
+        return [await self.replace(*write) for write in writes]
 
     @abstractmethod
     async def pending(self, count: int) -> list[Pending]:

@@ -35,7 +35,7 @@ class MemoryStore(EpisodeStore):
         for episode_id, data in documents.items():
             self._items[episode_id] = Versioned(data, 1)
 
-    async def load(self, episode_id: str) -> Versioned | None:
+    async def load(self, episode_id: str, *, cached: bool = False) -> Versioned | None:
         item = self._items.get(episode_id)
         if item is not None:
             self._items[episode_id] = item  # a read refreshes the idle TTL

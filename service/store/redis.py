@@ -2,7 +2,10 @@
 
 Each episode is a hash ``{prefix}episode:{id}`` with fields ``v`` (version) and
 ``d`` (document). Reads and compare-and-set writes are Lua scripts, so each is
-one round trip and atomic on the server. The archive backlog is the stream
+one round trip and atomic on the server; many of them go in one pipeline. The
+store remembers the last version it read or wrote of recent episodes, so that a
+step served by the same process needs a single round trip (its write); a stale
+memory only costs a failed compare-and-set and a fresh read. The archive backlog is the stream
 ``{prefix}archive``, read through a consumer group: a record taken by an
 archiver that dies before acknowledging it is claimed by another after
 ``claim_after_seconds``.
@@ -18,12 +21,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import redis.asyncio as redis
+from cachetools import LRUCache
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.errors import StoreUnavailable
-from service.store.base import EpisodeStore, Pending, Versioned
+from service.store.base import EpisodeStore, Pending, Versioned, Write
 
 _LOAD = """
 local item = redis.call('HMGET', KEYS[1], 'v', 'd')
@@ -41,6 +45,8 @@ return 1
 """
 
 ARCHIVERS = "archivers"
+RECENT_EPISODES = 20_000
+"""Episodes whose last version the store remembers (an LRU: memory stays bounded)."""
 
 
 class RedisStore(EpisodeStore):
@@ -62,13 +68,27 @@ class RedisStore(EpisodeStore):
         self._group_ready = False
         self._load = client.register_script(_LOAD)
         self._replace = client.register_script(_REPLACE)
+        self._recent: LRUCache[str, Versioned] = LRUCache(maxsize=RECENT_EPISODES)
 
     @classmethod
     def from_url(
-        cls, url: str, ttl_seconds: int, prefix: str = "wander:", claim_after_seconds: float = 60.0
+        cls,
+        url: str,
+        ttl_seconds: int,
+        prefix: str = "wander:",
+        claim_after_seconds: float = 60.0,
+        max_connections: int = 64,
     ) -> RedisStore:
-        client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
-        return cls(client, ttl_seconds, prefix, claim_after_seconds)
+        """A store on its own pool: at most ``max_connections``, and a request that finds
+        them all busy waits for one (up to the socket timeout) instead of failing."""
+        pool = redis.BlockingConnectionPool.from_url(
+            url,
+            max_connections=max_connections,
+            timeout=5,
+            socket_timeout=5,
+            socket_connect_timeout=5,
+        )
+        return cls(redis.Redis.from_pool(pool), ttl_seconds, prefix, claim_after_seconds)
 
     def key(self, episode_id: str) -> str:
         return f"{self._prefix}episode:{episode_id}"
@@ -81,22 +101,54 @@ class RedisStore(EpisodeStore):
                 pipe.expire(key, self.ttl_seconds)
             await pipe.execute()
 
-    async def load(self, episode_id: str) -> Versioned | None:
-        async with self._available():
-            version, data = await self._load(keys=[self.key(episode_id)], args=[self.ttl_seconds])
-        if version is None:
-            return None
-        return Versioned(data, int(version))
+    async def load(self, episode_id: str, *, cached: bool = False) -> Versioned | None:
+        return (await self.load_many([episode_id], cached=cached))[0]
+
+    async def load_many(
+        self, episode_ids: Sequence[str], *, cached: bool = False
+    ) -> list[Versioned | None]:
+        found: dict[str, Versioned | None] = {}
+        if cached:
+            found = {i: self._recent[i] for i in episode_ids if i in self._recent}
+        missing = [i for i in episode_ids if i not in found]
+        if missing:
+            async with self._available(), self._redis.pipeline(transaction=False) as pipe:
+                for episode_id in missing:
+                    await self._load(
+                        keys=[self.key(episode_id)], args=[self.ttl_seconds], client=pipe
+                    )
+                replies = await pipe.execute()
+            for episode_id, (version, data) in zip(missing, replies, strict=True):
+                found[episode_id] = self._remember(episode_id, version, data)
+        return [found[episode_id] for episode_id in episode_ids]
 
     async def replace(
         self, episode_id: str, version: int, data: bytes, archive: bytes | None = None
     ) -> bool:
-        async with self._available():
-            written = await self._replace(
-                keys=[self.key(episode_id), self._stream],
-                args=[version, data, self.ttl_seconds, archive or b""],
-            )
-        return bool(written)
+        return (await self.replace_many([Write(episode_id, version, data, archive)]))[0]
+
+    async def replace_many(self, writes: Sequence[Write]) -> list[bool]:
+        async with self._available(), self._redis.pipeline(transaction=False) as pipe:
+            for write in writes:
+                await self._replace(
+                    keys=[self.key(write.episode_id), self._stream],
+                    args=[write.version, write.data, self.ttl_seconds, write.archive or b""],
+                    client=pipe,
+                )
+            replies = await pipe.execute()
+        written = [bool(reply) for reply in replies]
+        for write, ok in zip(writes, written, strict=True):
+            self._remember(write.episode_id, write.version + 1 if ok else None, write.data)
+        return written
+
+    def _remember(self, episode_id: str, version: Any, data: bytes | None) -> Versioned | None:
+        """Keep what was just read or written; forget what turned out to be stale."""
+        if version is None or data is None:
+            self._recent.pop(episode_id, None)
+            return None
+        item = Versioned(data, int(version))
+        self._recent[episode_id] = item
+        return item
 
     async def pending(self, count: int) -> list[Pending]:
         async with self._available():

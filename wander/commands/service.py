@@ -48,6 +48,7 @@ def serve(
         port=port,
         workers=workers,
         log_level=settings.log_level,
+        access_log=settings.access_log,
     )
 
 

@@ -1,0 +1,1 @@
+"""Benchmarks: numbers, not assertions (see bench/README.md)."""

@@ -1,0 +1,186 @@
+"""Closed-loop load generator: K agents play tic-tac-toe against a Wander service.
+
+Each agent plays random legal moves, game after game, for a fixed time, through
+either the single-step endpoint or the batch endpoint (B episodes per request),
+and records the latency of every request. Run it in its own process:
+
+    python -m bench.loadgen --url http://127.0.0.1:8000 --agents 64 --seconds 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import aiohttp
+
+OPPONENTS = {
+    "random": {"min_random_move_prob": 1.0, "max_random_move_prob": 1.0},
+    "optimal": {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0},
+}
+
+
+@dataclass
+class Tally:
+    steps: int = 0
+    episodes: int = 0
+    errors: int = 0
+    latencies: list[float] = field(default_factory=list)
+
+
+@dataclass
+class LoadResult:
+    mode: Literal["single", "batch"]
+    agents: int
+    batch: int
+    opponent: str
+    seconds: float
+    steps: int
+    episodes: int
+    requests: int
+    errors: int
+    steps_per_s: float
+    episodes_per_s: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+
+
+def random_move(board: str, rng: random.Random) -> str:
+    cell = rng.choice([i for i, mark in enumerate(board) if mark == "."])
+    return f"<think>random</think><move>{cell}</move>"
+
+
+class Agent:
+    def __init__(self, session: aiohttp.ClientSession, url: str, opponent: str, seed: int) -> None:
+        self.session, self.url = session, url
+        self.config = OPPONENTS[opponent]
+        self.rng = random.Random(seed)
+
+    async def post(self, path: str, body: dict[str, Any], tally: Tally) -> Any:
+        started = time.perf_counter()
+        async with self.session.post(self.url + path, json=body) as response:
+            payload = await response.json()
+            if response.status >= 400:
+                tally.errors += 1
+                raise RuntimeError(payload)
+        tally.latencies.append(time.perf_counter() - started)
+        return payload
+
+    async def create(self, n: int, tally: Tally) -> list[dict[str, Any]]:
+        example = self.rng.randrange(10_000)
+        body = {"env": "tictactoe", "config": self.config, "example": example, "n": n}
+        return (await self.post("/v1/episodes", body, tally))["episodes"]  # type: ignore[no-any-return]
+
+    async def single(self, deadline: float, tally: Tally) -> None:
+        while time.perf_counter() < deadline:
+            [episode] = await self.create(1, tally)
+            board, turn, done = episode["info"]["board"], 0, False
+            while not done:
+                action = {"action": random_move(board, self.rng), "turn": turn}
+                result = await self.post(f"/v1/episodes/{episode['id']}/step", action, tally)
+                tally.steps += 1
+                board, turn, done = result["info"]["board"], result["turn"], result["done"]
+            tally.episodes += 1
+
+    async def batch(self, size: int, deadline: float, tally: Tally) -> None:
+        live: dict[str, tuple[str, int]] = {}
+        while time.perf_counter() < deadline:
+            if len(live) < size:
+                for episode in await self.create(size - len(live), tally):
+                    live[episode["id"]] = (episode["info"]["board"], 0)
+            steps = [
+                {"episode_id": id_, "action": random_move(board, self.rng), "turn": turn}
+                for id_, (board, turn) in live.items()
+            ]
+            results = (await self.post("/v1/step", {"steps": steps}, tally))["results"]
+            for result in results:
+                if "error" in result:
+                    tally.errors += 1
+                    live.pop(result["episode_id"])
+                    continue
+                tally.steps += 1
+                if result["done"]:
+                    tally.episodes += 1
+                    live.pop(result["episode_id"])
+                else:
+                    live[result["episode_id"]] = (result["info"]["board"], result["turn"])
+
+
+async def run_load(
+    url: str, agents: int, seconds: float, mode: str, batch: int, opponent: str
+) -> LoadResult:
+    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+    timeout = aiohttp.ClientTimeout(total=60)
+    tallies = [Tally() for _ in range(agents)]
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        players = [Agent(session, url.rstrip("/"), opponent, seed) for seed in range(agents)]
+        started = time.perf_counter()
+        deadline = started + seconds
+        runs = [
+            player.single(deadline, tally)
+            if mode == "single"
+            else player.batch(batch, deadline, tally)
+            for player, tally in zip(players, tallies, strict=True)
+        ]
+        outcomes = await asyncio.gather(*runs, return_exceptions=True)
+        elapsed = time.perf_counter() - started
+    failed = sum(isinstance(outcome, BaseException) for outcome in outcomes)
+    latencies = sorted(t for tally in tallies for t in tally.latencies)
+    steps = sum(t.steps for t in tallies)
+    episodes = sum(t.episodes for t in tallies)
+    return LoadResult(
+        mode=mode,  # type: ignore[arg-type]
+        agents=agents,
+        batch=batch if mode == "batch" else 1,
+        opponent=opponent,
+        seconds=round(elapsed, 2),
+        steps=steps,
+        episodes=episodes,
+        requests=len(latencies),
+        errors=sum(t.errors for t in tallies) + failed,
+        steps_per_s=steps / elapsed,
+        episodes_per_s=episodes / elapsed,
+        p50_ms=_percentile(latencies, 0.50) * 1000,
+        p95_ms=_percentile(latencies, 0.95) * 1000,
+        p99_ms=_percentile(latencies, 0.99) * 1000,
+    )
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=1000, method="inclusive")[round(q * 1000) - 1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default="http://127.0.0.1:8000")
+    parser.add_argument("--agents", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--mode", choices=["single", "batch"], default="single")
+    parser.add_argument("--batch", type=int, default=64, help="episodes per batch request")
+    parser.add_argument("--opponent", choices=sorted(OPPONENTS), default="random")
+    args = parser.parse_args()
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    result = asyncio.run(
+        run_load(args.url, args.agents, args.seconds, args.mode, args.batch, args.opponent)
+    )
+    print(json.dumps(asdict(result)))
+
+
+if __name__ == "__main__":
+    main()
