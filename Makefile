@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install serve test lint clean
+.PHONY: install serve test bench lint clean
 
 install: $(VENV)/.installed
 
@@ -20,6 +20,11 @@ serve: install
 
 test: install
 	$(BIN)/python -m pytest
+
+# The service benchmark matrix (a few minutes); results in bench/results/.
+bench: install
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(BIN)/python -m bench.run
 
 lint: install
 	$(BIN)/ruff check .

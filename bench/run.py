@@ -88,7 +88,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['seconds']:g} s per cell, random legal moves against the random opponent.",
         "",
         "| store | workers | endpoint | agents K | episodes/request B | steps/s | episodes/s "
-        "| p50 ms | p95 ms | p99 ms | errors | × in-process |",
+        "| p50 ms | p95 ms | p99 ms | errors | share of in-process |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in report["rows"]:

@@ -1,0 +1,5 @@
+"""Reverse a paragraph: the talk's single-turn example."""
+
+from service.envs.reverse_text.env import ReverseText
+
+__all__ = ["ReverseText"]
