@@ -42,12 +42,12 @@ def make_problem(level: int, rng: random.Random) -> tuple[str, int]:
         return f"{a} + {b}", a + b
     if level == 2:
         a, b = n(12, 99), n(3, 19)
-        return (f"{a} × {b}", a * b) if rng.random() < 0.5 else (f"{a * b} - {a}", a * b - a)
+        return (f"{a} * {b}", a * b) if rng.random() < 0.5 else (f"{a * b} - {a}", a * b - a)
     if level == 3:
         a, b, c, d = n(2, 60), n(2, 60), n(2, 12), n(1, 99)
-        return f"({a} + {b}) × {c} - {d}", (a + b) * c - d
+        return f"({a} + {b}) * {c} - {d}", (a + b) * c - d
     a, b, c, d, e = n(10, 99), n(2, 40), n(2, 9), n(2, 9), n(1, 500)
-    return f"(({a} - {b}) × {c} + {e}) × {d}", ((a - b) * c + e) * d
+    return f"(({a} - {b}) * {c} + {e}) * {d}", ((a - b) * c + e) * d
 
 
 class Problems(Sequence[dict[str, Any]]):

@@ -67,14 +67,20 @@ class ReverseText(Environment[EnvConfig]):
         content = action.get("content") or ""
         found = ANSWER.findall(content)
         return Transition(
-            {**state, "answer": found[-1] if found else "", "formatted": bool(FORMAT.fullmatch(content))},
+            {
+                **state,
+                "answer": found[-1] if found else "",
+                "formatted": bool(FORMAT.fullmatch(content)),
+            },
             [],
             True,
         )
 
     def score(self, config: EnvConfig, state: State) -> Score:
         if state["answer"] is None:
-            return Score({"lcs": 0.0, "format": 0.0}, {"lcs_ratio": None, "chars": len(state["text"])})
+            return Score(
+                {"lcs": 0.0, "format": 0.0}, {"lcs_ratio": None, "chars": len(state["text"])}
+            )
         ratio = lcs_ratio(state["answer"], state["text"][::-1])
         components = {"lcs": ratio, "format": 1.0 if state["formatted"] else 0.0}
         return Score(components, {"lcs_ratio": ratio, "chars": len(state["text"])})

@@ -22,12 +22,14 @@ from pathlib import Path
 
 OUTPUT = Path(__file__).with_name("paragraphs.jsonl")
 SKIP = re.compile(r"^(test|idlelib|tkinter|turtle|antigravity|this|lib2to3|ensurepip|venv|__)")
-MIN_CHARS, MAX_CHARS = 160, 600
+MIN_CHARS, MAX_CHARS = 120, 600
 
 
 def docstrings() -> Iterator[str]:
     names = sorted(
-        name for name in sys.stdlib_module_names if not SKIP.match(name) and not name.startswith("_")
+        name
+        for name in sys.stdlib_module_names
+        if not SKIP.match(name) and not name.startswith("_")
     )
     for name in names:
         try:
@@ -38,20 +40,26 @@ def docstrings() -> Iterator[str]:
             continue
         yield inspect.getdoc(module) or ""
         for _, member in sorted(inspect.getmembers(module), key=lambda item: item[0]):
-            if getattr(member, "__module__", None) == name and (
-                inspect.isclass(member) or inspect.isfunction(member)
-            ):
+            if getattr(member, "__module__", None) != name:
+                continue
+            if inspect.isfunction(member):
                 yield inspect.getdoc(member) or ""
+            elif inspect.isclass(member):
+                yield inspect.getdoc(member) or ""
+                for attribute in sorted(vars(member)):
+                    method = vars(member)[attribute]
+                    if inspect.isfunction(method):
+                        yield inspect.getdoc(method) or ""
 
 
 def prose(paragraph: str) -> str | None:
     """The paragraph on one line if it reads as prose, else None."""
     lines = paragraph.splitlines()
-    if any(line.startswith((" ", ">>>", "-", "*", "|")) or ":" == line[-1:] for line in lines):
+    if any(line.startswith((" ", ">>>", "-", "*", "|")) or line[-1:] == ":" for line in lines):
         return None
-    text = " ".join(line.strip() for line in lines)
+    text = re.sub(r"\s+", " ", " ".join(line.strip() for line in lines))
     letters = sum(char.isalpha() or char in " ,.'" for char in text)
-    if not MIN_CHARS <= len(text) <= MAX_CHARS or letters / len(text) < 0.93:
+    if not MIN_CHARS <= len(text) <= MAX_CHARS or letters / len(text) < 0.92:
         return None
     if not text[0].isupper() or not text.endswith("."):
         return None
