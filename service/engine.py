@@ -10,6 +10,7 @@ applying twice.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -147,7 +148,7 @@ class Engine:
         while True:
             episode, version = await self._load(episode_id, cached=not fresh)
             try:
-                outcome = self._decide(episode, message, turn)
+                outcome = await self._decide(episode, message, turn)
             except WanderError:
                 if fresh:
                     raise
@@ -200,7 +201,8 @@ class Engine:
                 if item is None:
                     raise EpisodeNotFound(f"no episode {request.episode_id!r}")
                 episode = StoredEpisode.model_validate_json(item.data)
-                outcome = self._decide(episode, self._action_message(request.action), request.turn)
+                message = self._action_message(request.action)
+                outcome = await self._decide(episode, message, request.turn)
             except WanderError:
                 replay.append(index)  # decided on a remembered version: decide on a fresh one
                 continue
@@ -269,7 +271,7 @@ class Engine:
         archive = self._record(episode).model_dump_json().encode() if episode.done else None
         return Write(episode.id, version, episode.model_dump_json().encode(), archive)
 
-    def _decide(
+    async def _decide(
         self, episode: StoredEpisode, action: Message, turn: int | None
     ) -> StepResult | tuple[StoredEpisode, StepResult]:
         """What a step does to ``episode``: the recorded result of a retry, an error, or
@@ -284,7 +286,7 @@ class Engine:
                 f"the step is for turn {turn}, but the episode is at turn {episode.turn}",
                 {"turn": episode.turn},
             )
-        return self._apply(episode, action)
+        return await self._apply(episode, action)
 
     def _action_message(self, action: Action) -> Message:
         message = _action_message(action)
@@ -315,11 +317,18 @@ class Engine:
             state=env.public_state(episode.state),
         )
 
-    def _apply(self, episode: StoredEpisode, action: Message) -> tuple[StoredEpisode, StepResult]:
+    async def _apply(
+        self, episode: StoredEpisode, action: Message
+    ) -> tuple[StoredEpisode, StepResult]:
         """The episode after ``action``, and the step's result; nothing is written."""
         env = self._env(episode.env)
         config = self._config(env, episode.config)
-        state, observation, done = env.step(config, episode.state, action, TurnRandom(episode.seed))
+        rng = TurnRandom(episode.seed)
+        if env.blocking:
+            transition = await asyncio.to_thread(env.step, config, episode.state, action, rng)
+        else:
+            transition = env.step(config, episode.state, action, rng)
+        state, observation, done = transition
         total = env.total(env.score(config, state).components)
         reward = total - episode.total
         turn = episode.turn + 1

@@ -16,6 +16,6 @@ async def list_environments(engine: EngineDep) -> EnvironmentsResponse:
     return EnvironmentsResponse(environments=engine.environments())
 
 
-@router.get("/{name}")
+@router.get("/{name:path}")  # adapters' names hold slashes: rg/basic_arithmetic
 async def get_environment(name: str, engine: EngineDep) -> EnvInfo:
     return engine.environment(name)

@@ -1,8 +1,9 @@
 """Environments and the registry that finds them.
 
 Every environment, the built-in ones included, is registered through the
-entry-point group ``wander.environments`` (name -> ``module:Class``), so a
-third-party package becomes playable by being installed.
+entry-point group ``wander.environments``, so a third-party package becomes
+playable by being installed. An entry point names an ``Environment`` subclass,
+or a function returning a list of environments (an adapter such as ``rg/*``).
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ class Registry(Mapping[str, Environment]):
         envs: list[Environment] = []
         for entry in entry_points(group=ENTRY_POINT_GROUP):
             try:
-                envs.append(entry.load()())
+                loaded = entry.load()()
             except Exception:
                 log.exception("environment %r (%s) failed to load", entry.name, entry.value)
+                continue
+            envs.extend(loaded if isinstance(loaded, list) else [loaded])
         return cls(envs)
 
     def __getitem__(self, name: str) -> Environment:

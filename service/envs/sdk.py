@@ -73,6 +73,9 @@ class Environment(ABC, Generic[ConfigT]):
     split_names: ClassVar[tuple[str, ...]] = ("train", "eval")
     tools: ClassVar[list[dict[str, Any]] | None] = None
     """OpenAI tool schemas offered to the model, for tool environments."""
+    blocking: ClassVar[bool] = False
+    """Whether ``step`` may take long (runs queries, programs...): the engine then runs it
+    in a worker thread, so that other episodes are served meanwhile."""
 
     @abstractmethod
     def examples(self, config: ConfigT, split: str) -> Sequence[Any]:

@@ -1,0 +1,5 @@
+"""A stateful tool environment: SQL over a per-episode shop database."""
+
+from service.envs.sql.env import Sql, SqlConfig
+
+__all__ = ["Sql", "SqlConfig"]

@@ -1,0 +1,43 @@
+"""A third-party package registers an environment through ``wander.environments``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.servers import ServiceProcess
+
+PLUGIN = Path(__file__).parent / "plugin"
+
+
+def test_an_installed_plugin_is_listed_and_playable(tmp_path: Path) -> None:
+    target = tmp_path / "site"
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+         str(PLUGIN)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert install.returncode == 0, install.stderr
+    env = {
+        "PYTHONPATH": str(target),
+        "WANDER_REDIS_URL": "",
+        "WANDER_DATABASE_URL": f"sqlite:///{tmp_path}/archive.db",
+    }
+    server = ServiceProcess(env).start()
+    try:
+        names = [
+            e["name"] for e in httpx.get(f"{server.url}/v1/environments").json()["environments"]
+        ]
+        assert "echo" in names and "tictactoe" in names
+        body = {"env": "echo", "example": 2}
+        episode = httpx.post(f"{server.url}/v1/episodes", json=body).json()["episodes"][0]
+        assert episode["observation"] == [{"role": "user", "content": "Say: stone"}]
+        result = httpx.post(
+            f"{server.url}/v1/episodes/{episode['id']}/step", json={"action": "stone", "turn": 0}
+        ).json()
+        assert result["done"] is True and result["reward"] == 1.0
+    finally:
+        server.kill()
