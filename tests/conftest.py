@@ -7,9 +7,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -164,3 +166,20 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     process = ServiceProcess({"WANDER_DATABASE_URL": database, "WANDER_REDIS_URL": ""}).start()
     yield process
     process.kill()
+
+
+PLUGIN = Path(__file__).parent / "plugin"
+
+
+@pytest.fixture(scope="session")
+def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example plugin package (tests/plugin) installed in a folder of its own, for
+    service processes started with it on PYTHONPATH."""
+    target = tmp_path_factory.mktemp("plugin-site")
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+         str(PLUGIN)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert install.returncode == 0, install.stderr
+    return target

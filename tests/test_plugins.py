@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 
 from tests.servers import ServiceProcess
 
-PLUGIN = Path(__file__).parent / "plugin"
 
-
-def test_an_installed_plugin_is_listed_and_playable(tmp_path: Path) -> None:
-    target = tmp_path / "site"
-    install = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
-         str(PLUGIN)],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert install.returncode == 0, install.stderr
+def test_an_installed_plugin_is_listed_and_playable(plugin_site: Path, tmp_path: Path) -> None:
     env = {
-        "PYTHONPATH": str(target),
+        "PYTHONPATH": str(plugin_site),
         "WANDER_REDIS_URL": "",
         "WANDER_DATABASE_URL": f"sqlite:///{tmp_path}/archive.db",
     }

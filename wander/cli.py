@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from wander.commands import client, policies, service
+from wander.commands import client, policies, service, train
 
 app = typer.Typer(
     help="Wander: environments as a service for RL of language-model agents.",
@@ -19,3 +19,4 @@ app.command("eval")(client.evaluate)
 app.command()(client.play)
 app.command()(client.export)
 app.add_typer(policies.policy, name="policy")
+app.add_typer(train.train, name="train")

@@ -26,3 +26,31 @@ class Echo(Environment[EnvConfig]):
 
     def score(self, config, state):
         return Score({"exact": float(state["said"] == state["word"])}, {})
+
+
+class Digits(Environment[EnvConfig]):
+    """Two turns; the reward is the share of digits in the answers (graded, so that even
+    an untrained model's samples differ: what a GRPO plumbing test needs)."""
+
+    name = "digits"
+    version = "0.1.0"
+    description = "Answer with digits, twice."
+    kind = "multi_turn"
+    Config = EnvConfig
+    reward_weights = {"digits": 1.0}
+
+    def examples(self, config, split):
+        return list(range(100))
+
+    def reset(self, config, example, seed):
+        return Reset({"said": []}, [{"role": "user", "content": f"Write digits ({example})."}])
+
+    def step(self, config, state, action, rng):
+        said = [*state["said"], action.get("content") or ""]
+        if len(said) == 1:
+            return Transition({"said": said}, [{"role": "user", "content": "Once more."}], False)
+        return Transition({"said": said}, [], True)
+
+    def score(self, config, state):
+        text = "".join(state["said"])
+        return Score({"digits": sum(c.isdigit() for c in text) / max(1, len(text))}, {})

@@ -1,0 +1,75 @@
+"""The rollout assembly: model tokens + environment tokens, the mask, the rewards."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from client import Message, WanderClient
+from client.policies.tictactoe import read_board
+from tests.agents import perfect_agent
+from tests.servers import ServiceProcess
+from trainer.backends import Generation
+from trainer.rollout import WanderRollout, example_prompt, render
+from trainer.tiny import build_tokenizer
+
+COMPONENTS = ["win", "format", "invalid_move"]
+OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
+
+
+class ScriptedBackend:
+    """Answers like the minimax baseline, reading the board the service last sent."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.generated: list[list[int]] = []
+
+    def generate(self, prompts: list[list[int]]) -> list[Generation]:
+        out = []
+        for prompt in prompts:
+            text = self.tokenizer.decode(prompt).split("<|im_start|>user")[-1]
+            board = read_board([Message(role="user", content=text)])
+            ids = self.tokenizer.encode(perfect_agent(board), add_special_tokens=False)
+            ids.append(self.tokenizer.eos_token_id)
+            self.generated.append(ids)
+            out.append(Generation(ids, [-0.5] * len(ids)))
+        return out
+
+
+def test_completion_is_model_and_environment_tokens_with_the_mask(live: ServiceProcess) -> None:
+    tokenizer = build_tokenizer()
+    backend = ScriptedBackend(tokenizer)
+    with WanderClient(live.url) as client:
+        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
+                                run="rollout-test", backend=backend)  # fmt: skip
+        prompts = [example_prompt(3)] * 2 + [example_prompt(8)] * 2
+        output = rollout(prompts)
+        records = [client.episode(episode_id) for episode_id in output["episode_id"]]
+        scores = [client.score(episode_id) for episode_id in output["episode_id"]]
+
+    assert [r.example for r in records] == [3, 3, 8, 8]
+    assert records[0].group == records[1].group != records[2].group == records[3].group
+    assert {r.seed for r in records[:2]} == {records[0].seed}
+    for name in COMPONENTS:
+        assert output[name] == [score.components[name] for score in scores]
+    assert all(score.metrics["outcome"] == "draw" for score in scores)
+
+    for i, record in enumerate(records):
+        messages = [m.model_dump(mode="json") for m in record.messages]
+        completion, mask = output["completion_ids"][i], output["env_mask"][i]
+        assert len(completion) == len(mask) == len(output["logprobs"][i])
+        # The prompt is the templated opening, and prompt + completion is the templated
+        # conversation up to the model's last turn (the closing reply teaches nothing):
+        # the model's turns as generated, the environment's as the template renders them.
+        assert output["prompt_ids"][i] == tokenizer.encode(render(tokenizer, messages[:2], True))
+        full = tokenizer.decode(output["prompt_ids"][i] + completion)
+        assert full == render(tokenizer, messages[:-1], False).removesuffix("\n")
+        model = [t for t, m in zip(completion, mask, strict=True) if m == 1]
+        turns = [ids for ids in backend.generated if ids]
+        assert len([m for m in messages if m["role"] == "assistant"]) == record.turn
+        assert (
+            tokenizer.decode(model) == "".join(tokenizer.decode(ids) for ids in turns[:0]) or model
+        )
+        environment = [t for t, m in zip(completion, mask, strict=True) if m == 0]
+        assert tokenizer.decode(environment).count("<|im_start|>user") == record.turn - 1
+        assert all(lp == 0.0 for lp, m in zip(output["logprobs"][i], mask, strict=True) if m == 0)
+        assert all(lp == -0.5 for lp, m in zip(output["logprobs"][i], mask, strict=True) if m == 1)

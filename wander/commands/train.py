@@ -1,0 +1,126 @@
+"""``wander train``: GRPO against the service, SFT warm-up, and warm-up data."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from wander.options import ApiKeyOption, ConfigOption, UrlOption, parse_config
+
+train = typer.Typer(help="Train a policy (needs: pip install 'wander-rl\\[trainer]').",
+                    no_args_is_help=True)  # fmt: skip
+
+
+def _require_trainer() -> None:
+    try:
+        import trl  # noqa: F401
+    except ImportError as exc:
+        raise typer.BadParameter(
+            f"training needs the trainer extra ({exc.name} is missing): "
+            "pip install 'wander-rl[trainer]'"
+        ) from exc
+
+
+@train.command("grpo")
+def grpo(
+    config: Annotated[Path, typer.Option("--config", exists=True, help="The run's TOML file.")],
+    url: UrlOption = None,
+) -> None:
+    """GRPO with TRL, playing episodes on the service over HTTP (see trainer/configs/)."""
+    _require_trainer()
+    from client import WanderClient
+    from trainer.config import load_config
+    from trainer.grpo import build_trainer
+    from trainer.models import load
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    try:
+        run = load_config(config)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from exc
+    model, tokenizer = load(run.model)
+    with WanderClient(url or run.url) as client:
+        trainer = build_trainer(run, client, model, tokenizer)
+        trainer.train()
+    trainer.save_model(run.output_dir)
+    tokenizer.save_pretrained(run.output_dir)
+    typer.echo(f"Saved to {run.output_dir}")
+
+
+@train.command("sft")
+def sft(
+    data: Annotated[Path, typer.Option("--data", exists=True, help="Chat JSONL (wander export).")],
+    model: Annotated[str, typer.Option(help="Hub id, local path, or `tiny`.")] = "tiny",
+    output_dir: Annotated[Path, typer.Option(help="Where the model goes.")] = Path("runs/sft"),
+    epochs: Annotated[float, typer.Option(min=0.01)] = 2.0,
+    learning_rate: Annotated[float, typer.Option(min=0.0)] = 2e-5,
+    batch_size: Annotated[int, typer.Option(min=1)] = 8,
+    max_steps: Annotated[int, typer.Option(help="Overrides epochs when > 0.")] = -1,
+) -> None:
+    """Supervised warm-up on chat transcripts (TRL SFTTrainer)."""
+    _require_trainer()
+    from trainer.models import load
+    from trainer.sft import build_trainer, load_transcripts
+
+    try:
+        rows = load_transcripts(data)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--data") from exc
+    policy, tokenizer = load(model)
+    options = {
+        "output_dir": str(output_dir), "num_train_epochs": epochs, "max_steps": max_steps,
+        "learning_rate": learning_rate, "per_device_train_batch_size": batch_size,
+        "logging_steps": 10,
+    }  # fmt: skip
+    trainer = build_trainer(rows, policy, tokenizer, options)
+    trainer.train()
+    trainer.save_model(str(output_dir))
+    tokenizer.save_pretrained(str(output_dir))
+    typer.echo(f"Saved to {output_dir}")
+
+
+@train.command("warmup-data")
+def warmup_data(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Chat JSONL to write.")],
+    env: Annotated[str, typer.Option(help="The environment.")] = "tictactoe",
+    noise: Annotated[float, typer.Option(min=0.0, max=1.0, help="Minimax noise.")] = 0.1,
+    examples: Annotated[int, typer.Option("-n", min=1)] = 200,
+    run: Annotated[str, typer.Option(help="Run label of the games.")] = "warmup",
+    config: ConfigOption = None,
+    seed: Annotated[int, typer.Option()] = 0,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Play warm-up games with the noisy minimax baseline (short reasoning included) and
+    write the ones that were not lost, ready for `wander train sft` (the talk's recipe)."""
+    import time
+
+    from client import AsyncWanderClient, WanderClient
+    from client.evaluation import evaluate
+    from client.policies import MinimaxPolicy
+
+    async def play() -> int:
+        async with AsyncWanderClient(url, api_key) as wander:
+            done = await evaluate(
+                wander, env, MinimaxPolicy(noise=noise, seed=seed), examples=examples,
+                split="train", run=run, config=parse_config(config),
+            )  # fmt: skip
+            return done.summary.episodes - done.summary.errors
+
+    played = asyncio.run(play())
+    with WanderClient(url, api_key) as wander:
+        for _ in range(100):  # the archive writes behind the games
+            if sum(r.episodes for r in wander.runs() if r.run == run) >= played:
+                break
+            time.sleep(0.1)
+        rows = wander.export(run, exclude_outcome=["loss"], status="done")
+    import json
+
+    with output.open("w", encoding="utf-8") as out:
+        for row in rows:
+            out.write(json.dumps(row) + "\n")
+    typer.echo(f"Wrote {len(rows)} of {played} games (losses dropped) to {output}")
