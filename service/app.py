@@ -10,8 +10,10 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from service import logs
 from service.api import environments, episodes, health, runs
 from service.api.errors import install_error_handlers
+from service.api.observability import ObservabilityMiddleware
 from service.archive import Archive
 from service.archiver import Archiver
 from service.engine import Engine
@@ -25,6 +27,7 @@ log = logging.getLogger(__name__)
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The Wander service; settings default to the ``WANDER_*`` environment."""
     settings = settings or Settings()
+    logs.configure(settings.log_level)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -51,6 +54,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    app.add_middleware(ObservabilityMiddleware)
     generate_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:

@@ -16,7 +16,9 @@ import contextlib
 import logging
 
 from client.models import EpisodeRecord
+from service import metrics
 from service.archive import Archive
+from service.errors import DatabaseUnavailable
 from service.store import EpisodeStore
 
 log = logging.getLogger(__name__)
@@ -49,7 +51,10 @@ class Archiver:
         while not self._stopping.is_set():
             try:
                 written = await self.archive_batch()
+                metrics.ARCHIVE_BACKLOG.set(await self.store.backlog())
             except Exception as exc:
+                if isinstance(exc, DatabaseUnavailable):
+                    metrics.DATABASE_ERRORS.inc()
                 backoff = min(max(2 * backoff, 0.25), self.max_backoff_seconds)
                 log.warning("archiving paused, retrying in %.2fs: %s", backoff, exc)
                 await self._sleep(backoff)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -32,6 +33,7 @@ from client.models import (
     StepError,
     StepResult,
 )
+from service import metrics
 from service.envs import Registry
 from service.envs.sdk import EnvConfig, Environment, Message
 from service.envs.seeding import TurnRandom, canonical_json, example_seed
@@ -123,6 +125,8 @@ class Engine:
             for _ in range(request.n)
         ]
         await self.store.add({ep.id: ep.model_dump_json().encode() for ep in stored})
+        metrics.EPISODES_CREATED.labels(env.name).inc(request.n)
+        metrics.LIVE_EPISODES.labels(env.name).inc(request.n)
         info = env.public_state(state)
         return [
             Episode(
@@ -158,6 +162,7 @@ class Engine:
                 return outcome
             updated, result = outcome
             if await self.store.replace(*self._write(updated, version)):
+                _count_step(episode, updated)
                 return result
             fresh = True  # another request applied a step first: look again
 
@@ -193,7 +198,7 @@ class Engine:
     ) -> None:
         """Steps of distinct episodes: read all, decide each, write all; replay the rest."""
         loaded = await self.store.load_many([items[i].episode_id for i in indices], cached=True)
-        writes: list[tuple[int, Write, StepResult]] = []
+        writes: list[tuple[int, Write, StepResult, StoredEpisode, StoredEpisode]] = []
         replay: list[int] = []
         for index, item in zip(indices, loaded, strict=True):
             request = items[index]
@@ -210,11 +215,13 @@ class Engine:
                 results[index] = outcome
             else:
                 updated, result = outcome
-                writes.append((index, self._write(updated, item.version), result))
-        written = await self.store.replace_many([write for _, write, _ in writes])
-        for (index, _, result), ok in zip(writes, written, strict=True):
+                write = self._write(updated, item.version)
+                writes.append((index, write, result, episode, updated))
+        written = await self.store.replace_many([write for _, write, *_ in writes])
+        for (index, _, result, before, after), ok in zip(writes, written, strict=True):
             if ok:
                 results[index] = result
+                _count_step(before, after)
             else:
                 replay.append(index)
         for index in sorted(replay):
@@ -249,6 +256,8 @@ class Engine:
                 update={"status": "aborted", "updated_at": now, "finished_at": now}
             )
             if await self.store.replace(*self._write(aborted, version)):
+                metrics.EPISODES_FINISHED.labels(episode.env, "aborted").inc()
+                metrics.LIVE_EPISODES.labels(episode.env).dec()
                 return
 
     # Internals
@@ -324,12 +333,15 @@ class Engine:
         env = self._env(episode.env)
         config = self._config(env, episode.config)
         rng = TurnRandom(episode.seed)
+        started = time.perf_counter()
         if env.blocking:
             transition = await asyncio.to_thread(env.step, config, episode.state, action, rng)
         else:
             transition = env.step(config, episode.state, action, rng)
         state, observation, done = transition
-        total = env.total(env.score(config, state).components)
+        score = env.score(config, state)
+        metrics.STEP_LATENCY.labels(env.name).observe(time.perf_counter() - started)
+        total = env.total(score.components)
         reward = total - episode.total
         turn = episode.turn + 1
         result = StepResult(
@@ -368,6 +380,17 @@ class Engine:
             weights=dict(env.reward_weights),
             metrics=metrics,
         )
+
+
+def _count_step(before: StoredEpisode, after: StoredEpisode) -> None:
+    """Metrics of a step that was written."""
+    metrics.STEPS.labels(after.env).inc()
+    invalid = after.state.get("invalid_moves", 0), before.state.get("invalid_moves", 0)
+    if isinstance(invalid[0], int) and invalid[0] > invalid[1]:
+        metrics.INVALID_ACTIONS.labels(after.env).inc()
+    if after.done:
+        metrics.EPISODES_FINISHED.labels(after.env, after.status).inc()
+        metrics.LIVE_EPISODES.labels(after.env).dec()
 
 
 def _env_info(env: Environment[Any]) -> EnvInfo:

@@ -22,19 +22,26 @@ class ServiceProcess:
     """One ``wander serve`` (or ``wander policy serve``) process on a port of its own."""
 
     def __init__(
-        self, env: dict[str, str], command: tuple[str, ...] = ("serve",), health: str = "/healthz"
+        self,
+        env: dict[str, str],
+        command: tuple[str, ...] = ("serve",),
+        health: str = "/healthz",
+        *,
+        python: str = sys.executable,
+        cwd: str | None = None,
     ) -> None:
         self.env = {**os.environ, **env}
-        self.command = command
-        self.health = health
+        self.command, self.health = command, health
+        self.python, self.cwd = python, cwd
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 20.0) -> ServiceProcess:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "wander", *self.command, "--port", str(self.port)],
+            [self.python, "-m", "wander", *self.command, "--port", str(self.port)],
             env=self.env,
+            cwd=self.cwd,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from client.models import ErrorResponse
+from service import metrics
 from service.errors import WanderError
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,10 @@ def error_response(
 async def _wander_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, WanderError)
     status = STATUS_BY_CODE[exc.code]
+    if exc.code == "store_unavailable":
+        metrics.STORE_ERRORS.inc()
+    elif exc.code == "database_unavailable":
+        metrics.DATABASE_ERRORS.inc()
     headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
     return error_response(status, exc.code, exc.message, exc.details, headers)
 

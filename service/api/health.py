@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    generate_latest,
+    multiprocess,
+)
 
 from service.api.deps import ArchiveDep, EngineDep
 from service.api.errors import ERROR_RESPONSES
@@ -16,6 +24,16 @@ router = APIRouter(tags=["health"])
 async def healthz() -> dict[str, str]:
     """The process is up."""
     return {"status": "ok"}
+
+
+@router.get("/metrics", response_class=Response, include_in_schema=False)
+def metrics() -> Response:
+    """Prometheus metrics (of all workers, with ``PROMETHEUS_MULTIPROC_DIR`` set)."""
+    registry = REGISTRY
+    if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/readyz", responses={503: ERROR_RESPONSES[503]})

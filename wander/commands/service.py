@@ -49,6 +49,7 @@ def serve(
         workers=workers,
         log_level=settings.log_level,
         access_log=settings.access_log,
+        log_config=None,  # the service logs JSON itself (service.logs)
     )
 
 

@@ -1,0 +1,62 @@
+"""One ASGI middleware for what every request needs: a request id, a log line,
+metrics by route, and the worker's pid (``X-Wander-Worker``, for debugging which
+replica served what)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from service import metrics
+from service.logs import request_id
+
+log = logging.getLogger("service.requests")
+WORKER = str(os.getpid()).encode()
+
+
+class ObservabilityMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        incoming = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
+        rid = incoming[:64] or secrets.token_hex(8)
+        token = request_id.set(rid)
+        started = time.perf_counter()
+        status = 500
+
+        async def send_with_headers(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = [*message.get("headers", []), (b"x-request-id", rid.encode()),
+                           (b"x-wander-worker", WORKER)]  # fmt: skip
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_headers)
+        finally:
+            elapsed = time.perf_counter() - started
+            route = getattr(scope.get("route"), "path", "unmatched")
+            method = scope["method"]
+            metrics.REQUESTS.labels(route, method, str(status)).inc()
+            metrics.REQUEST_LATENCY.labels(route, method).observe(elapsed)
+            log.info(
+                "request",
+                extra={
+                    "method": method,
+                    "route": route,
+                    "path": scope["path"],
+                    "status": status,
+                    "ms": round(elapsed * 1000, 2),
+                },
+            )
+            request_id.reset(token)

@@ -1,0 +1,47 @@
+"""Prometheus metrics of the service (exposed at ``/metrics``).
+
+With several ``wander serve`` workers, set ``PROMETHEUS_MULTIPROC_DIR`` to a
+writable folder shared by them: prometheus-client then aggregates all workers.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+REQUESTS = Counter(
+    "wander_http_requests_total", "HTTP requests by route, method and status.",
+    ["route", "method", "status"],
+)  # fmt: skip
+REQUEST_LATENCY = Histogram(
+    "wander_http_request_duration_seconds", "HTTP request latency by route and method.",
+    ["route", "method"], buckets=LATENCY_BUCKETS,
+)  # fmt: skip
+STEP_LATENCY = Histogram(
+    "wander_step_duration_seconds", "Time to apply one step, by environment.",
+    ["env"], buckets=LATENCY_BUCKETS,
+)  # fmt: skip
+STEPS = Counter("wander_steps_total", "Steps applied, by environment.", ["env"])
+INVALID_ACTIONS = Counter(
+    "wander_invalid_actions_total",
+    "Steps whose action the environment counted as invalid (its `invalid_moves` metric rose).",
+    ["env"],
+)
+EPISODES_CREATED = Counter("wander_episodes_created_total", "Episodes created.", ["env"])
+EPISODES_FINISHED = Counter(
+    "wander_episodes_finished_total", "Episodes ended, by environment and status.",
+    ["env", "status"],
+)  # fmt: skip
+LIVE_EPISODES = Gauge(
+    "wander_live_episodes", "Episodes created and not yet ended (by this process).", ["env"],
+    multiprocess_mode="livesum",
+)  # fmt: skip
+STORE_ERRORS = Counter("wander_store_errors_total", "Requests that found the store down.")
+DATABASE_ERRORS = Counter(
+    "wander_database_errors_total", "Archive writes and queries that found the database down."
+)
+ARCHIVE_BACKLOG = Gauge(
+    "wander_archive_backlog", "Finished episodes waiting to be archived.",
+    multiprocess_mode="max",
+)  # fmt: skip

@@ -1,0 +1,139 @@
+"""Operations: metrics, logs, workers, and the container files."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.agents import answer
+from tests.helpers import create, step
+from tests.servers import ServiceProcess
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(text: str, name: str, **labels: str) -> float:
+    return samples(text).get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+async def test_metrics_move_as_games_are_played(api: httpx.AsyncClient) -> None:
+    before = (await api.get("/metrics")).text
+    [episode] = await create(api, example=0, config={"max_turns": 2})
+    await step(api, episode["id"], "no move here", 0)
+    await step(api, episode["id"], answer(9), 1)
+    [other] = await create(api, example=1)
+    await api.delete(f"/v1/episodes/{other['id']}")
+    after = (await api.get("/metrics")).text
+
+    def moved(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert moved("wander_episodes_created_total", env="tictactoe") == 2
+    assert moved("wander_episodes_finished_total", env="tictactoe", status="done") == 1
+    assert moved("wander_episodes_finished_total", env="tictactoe", status="aborted") == 1
+    assert moved("wander_live_episodes", env="tictactoe") == 0
+    assert moved("wander_steps_total", env="tictactoe") == 2
+    assert moved("wander_invalid_actions_total", env="tictactoe") == 2
+    assert moved("wander_step_duration_seconds_count", env="tictactoe") == 2
+    step_route = "/v1/episodes/{episode_id}/step"
+    assert moved("wander_http_requests_total", route=step_route, method="POST", status="200") == 2
+    assert moved("wander_http_request_duration_seconds_count", route=step_route, method="POST") == 2
+    for name in (
+        "wander_store_errors_total",
+        "wander_database_errors_total",
+        "wander_archive_backlog",
+    ):
+        assert any(key[0] == name for key in samples(after)), name
+
+
+async def test_every_response_carries_a_request_id(
+    api: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="service.requests"):
+        mine = await api.get("/healthz", headers={"X-Request-ID": "trace-123"})
+        fresh = await api.get("/v1/episodes/ep_missing")
+    assert mine.headers["x-request-id"] == "trace-123"
+    assert len(fresh.headers["x-request-id"]) == 16 and fresh.status_code == 404
+    records = [r for r in caplog.records if r.name == "service.requests"]
+    assert [(r.request_id, r.status, r.route) for r in records] == [
+        ("trace-123", 200, "/healthz"),
+        (fresh.headers["x-request-id"], 404, "/v1/episodes/{episode_id}"),
+    ]
+
+
+@pytest.fixture
+def two_workers(redis_url: str, redis_prefix: str, tmp_path: Path) -> Iterator[ServiceProcess]:
+    env = {
+        "WANDER_REDIS_URL": redis_url,
+        "WANDER_REDIS_PREFIX": redis_prefix,
+        "WANDER_DATABASE_URL": f"sqlite:///{tmp_path}/archive.db",
+        "WANDER_LOG_LEVEL": "info",
+    }
+    process = ServiceProcess(env, command=("serve", "--workers", "2")).start()
+    yield process
+    process.kill()
+
+
+def test_two_workers_serve_one_episode_alike(two_workers: ServiceProcess) -> None:
+    body = {"env": "tictactoe", "example": 4, "config": {"max_turns": 64}}
+    workers: set[str] = set()
+    transcripts = []
+    for _ in range(2):  # the same example twice, the same actions
+        episode = httpx.post(f"{two_workers.url}/v1/episodes", json=body).json()["episodes"][0]
+        transcript = []
+        for turn in range(30):  # invalid moves keep the game going
+            with httpx.Client() as fresh:  # a new connection each time: either worker may answer
+                response = fresh.post(
+                    f"{two_workers.url}/v1/episodes/{episode['id']}/step",
+                    json={"action": f"bad {turn}", "turn": turn},
+                )
+            assert response.status_code == 200, response.text
+            workers.add(response.headers["x-wander-worker"])
+            transcript.append({k: v for k, v in response.json().items() if k != "episode_id"})
+        transcripts.append(transcript)
+    assert len(workers) == 2, "every step was served by the same worker"
+    assert transcripts[0] == transcripts[1]
+
+
+def test_the_dockerfile_passes_hadolint() -> None:
+    linter = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
+    result = subprocess.run([linter, "Dockerfile"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_compose_config_is_valid() -> None:
+    if (
+        shutil.which("docker")
+        and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0
+    ):
+        command = ["docker", "compose"]
+    elif shutil.which("docker-compose"):
+        command = ["docker-compose"]
+    else:
+        pytest.skip("no docker compose client on this machine: compose.yaml not validated")
+    result = subprocess.run(
+        [*command, "-f", "compose.yaml", "--profile", "gpu", "config", "-q"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rendered = subprocess.run(
+        [*command, "-f", "compose.yaml", "config"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
+    assert "service_completed_successfully" in rendered and "8000" in rendered
+    assert "--appendonly" in rendered
