@@ -122,7 +122,10 @@ def main() -> None:
     baseline = [asdict(play_in_process(opponent)) for opponent in ("random", "optimal")]
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch:
-        database = {"WANDER_DATABASE_URL": f"sqlite:///{scratch}/bench.db"}
+        database = {
+            "WANDER_DATABASE_URL": f"sqlite:///{scratch}/bench.db",
+            "WANDER_LOG_LEVEL": "warning",  # no line per request
+        }
         rows += matrix("memory", {**database, "WANDER_REDIS_URL": ""}, 1, args.seconds)
         prefix = f"bench:{uuid.uuid4().hex[:8]}:"
         on_redis = {**database, "WANDER_REDIS_URL": args.redis_url, "WANDER_REDIS_PREFIX": prefix}

@@ -87,3 +87,11 @@ def test_export_reports_service_errors(server: ServiceProcess) -> None:
     assert "422 validation_error" in result.output
     closed = runner.invoke(app, ["export", "x", "--url", "http://127.0.0.1:9"])
     assert closed.exit_code == 2 and "cannot reach" in closed.output
+
+
+def test_serve_never_prints_passwords() -> None:
+    from wander.commands.service import _safe
+
+    assert _safe("redis://:s3cret@cache:6379/0") == "redis://:***@cache:6379/0"
+    assert _safe("postgresql+psycopg://me:pw@db/wander") == "postgresql+psycopg://me:***@db/wander"
+    assert _safe("sqlite:///wander.db") == "sqlite:///wander.db"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
@@ -39,7 +40,9 @@ def serve(
 
     if settings.database_url.startswith("sqlite"):
         _upgrade(settings.database_url)
-    store = f"Redis at {settings.redis_url}" if settings.redis_url else "the in-process store"
+    store = (
+        f"Redis at {_safe(settings.redis_url)}" if settings.redis_url else "the in-process store"
+    )
     typer.echo(f"Wander on http://{host}:{port} with {store}, {workers} worker(s)")
     uvicorn.run(
         "service.app:create_app",
@@ -109,6 +112,8 @@ def _revision(url: str) -> str | None:
 
 def _safe(url: str) -> str:
     """The URL without its password, for printing."""
-    from sqlalchemy import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
