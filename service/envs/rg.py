@@ -12,13 +12,21 @@ import dataclasses
 import json
 import logging
 import re
-from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any, overload
+from typing import Any
 
 from pydantic import Field, model_validator
 
-from service.envs.sdk import EnvConfig, Environment, Message, Reset, Score, State, Transition
+from service.envs.sdk import (
+    Environment,
+    GeneratedExamples,
+    Message,
+    Reset,
+    Score,
+    SizedConfig,
+    State,
+    Transition,
+)
 from service.envs.seeding import TurnRandom, canonical_json, stable_hash
 
 log = logging.getLogger(__name__)
@@ -30,13 +38,11 @@ SYSTEM_PROMPT = (
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 
-class RGConfig(EnvConfig):
+class RGConfig(SizedConfig):
     options: dict[str, Any] = Field(
         default_factory=dict,
         description="Options of the dataset's generator (fields of its reasoning-gym config).",
     )
-    train_size: int = Field(10_000, ge=1, le=1_000_000, description="Examples in `train`.")
-    eval_size: int = Field(1_000, ge=1, le=1_000_000, description="Examples in `eval`.")
 
 
 @lru_cache(maxsize=128)
@@ -45,28 +51,6 @@ def _dataset(name: str, seed: int, size: int, options: str) -> Any:
     import reasoning_gym
 
     return reasoning_gym.create_dataset(name, seed=seed, size=size, **json.loads(options))
-
-
-class Examples(Sequence[dict[str, Any]]):
-    """Example i of a split is a reference ``{"split", "index"}``: nothing is generated
-    until an episode is played."""
-
-    def __init__(self, split: str, size: int) -> None:
-        self._split, self._size = split, size
-
-    def __len__(self) -> int:
-        return self._size
-
-    @overload
-    def __getitem__(self, index: int) -> dict[str, Any]: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
-    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._size))]
-        if not -self._size <= index < self._size:
-            raise IndexError(index)
-        return {"split": self._split, "index": index % self._size}
 
 
 class ReasoningGymEnv(Environment[RGConfig]):
@@ -82,12 +66,14 @@ class ReasoningGymEnv(Environment[RGConfig]):
         self.description = f"reasoning-gym's {dataset} dataset: one question, its own scoring."  # type: ignore[misc]
         self.Config = _config_model(dataset, config_class)  # type: ignore[misc]
 
-    def examples(self, config: RGConfig, split: str) -> Examples:
-        return Examples(split, config.train_size if split == "train" else config.eval_size)
+    def examples(self, config: RGConfig, split: str) -> GeneratedExamples[dict[str, Any]]:
+        """References ``{"split", "index"}``: nothing is generated until an episode is played."""
+        size = config.split_size(split)
+        return GeneratedExamples(size, lambda i: {"split": split, "index": i})
 
     def generator(self, config: RGConfig, split: str) -> Any:
         """The reasoning-gym dataset behind ``split``."""
-        size = config.train_size if split == "train" else config.eval_size
+        size = config.split_size(split)
         seed = stable_hash("rg", self.dataset, split, config.seed) % 2**32  # some need 32 bits
         return _dataset(self.dataset, seed, size, canonical_json(config.options).decode())
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,7 +35,42 @@ class EnvConfig(BaseModel):
     seed: int = Field(0, description="Dataset seed: part of every example's seed.")
 
 
+class SizedConfig(EnvConfig):
+    """A config for a generated dataset whose split sizes are the user's to choose."""
+
+    train_size: int = Field(10_000, ge=1, le=10_000_000, description="Examples in `train`.")
+    eval_size: int = Field(1_000, ge=1, le=10_000_000, description="Examples in `eval`.")
+
+    def split_size(self, split: str) -> int:
+        return {"train": self.train_size, "eval": self.eval_size}[split]
+
+
 ConfigT = TypeVar("ConfigT", bound=EnvConfig)
+
+
+T = TypeVar("T")
+
+
+class GeneratedExamples(Sequence[T]):
+    """A dataset of ``size`` examples made on demand by ``make(index)``: procedural
+    datasets cost nothing until an example is played, however large they are."""
+
+    def __init__(self, size: int, make: Callable[[int], T]) -> None:
+        self._size, self._make = size, make
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        if isinstance(index, slice):
+            return [self._make(i) for i in range(*index.indices(self._size))]
+        if not -self._size <= index < self._size:
+            raise IndexError(index)
+        return self._make(index % self._size)
 
 
 class Reset(NamedTuple):

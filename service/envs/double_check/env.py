@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
-from typing import Any, Literal, overload
+from typing import Any, Literal
 
 from pydantic import Field
 
-from service.envs.sdk import EnvConfig, Environment, Message, Reset, Score, State, Transition
+from service.envs.sdk import (
+    Environment,
+    GeneratedExamples,
+    Message,
+    Reset,
+    Score,
+    SizedConfig,
+    State,
+    Transition,
+)
 from service.envs.seeding import TurnRandom, stable_hash
 
 SYSTEM_PROMPT = (
@@ -23,15 +31,13 @@ FORMAT = re.compile(r"\s*(<think>.*?</think>\s*)?<answer>.*?</answer>\s*", re.DO
 LEVELS = (1, 2, 3, 4)
 
 
-class DoubleCheckConfig(EnvConfig):
+class DoubleCheckConfig(SizedConfig):
     difficulty: Literal[1, 2, 3, 4] | None = Field(
         None,
         description="1: a + b; 2: products and differences; 3: three operations with "
         "brackets; 4: four operations with nested brackets. Unset: example i has level "
         "i mod 4 + 1.",
     )
-    train_size: int = Field(10_000, ge=1, le=10_000_000, description="Examples in `train`.")
-    eval_size: int = Field(1_000, ge=1, le=10_000_000, description="Examples in `eval`.")
 
 
 def make_problem(level: int, rng: random.Random) -> tuple[str, int]:
@@ -50,29 +56,12 @@ def make_problem(level: int, rng: random.Random) -> tuple[str, int]:
     return f"(({a} - {b}) * {c} + {e}) * {d}", ((a - b) * c + e) * d
 
 
-class Problems(Sequence[dict[str, Any]]):
-    """The lazily generated dataset of one split."""
-
-    def __init__(self, config: DoubleCheckConfig, split: str, size: int) -> None:
-        self._config, self._split, self._size = config, split, size
-
-    def __len__(self) -> int:
-        return self._size
-
-    @overload
-    def __getitem__(self, index: int) -> dict[str, Any]: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
-    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._size))]
-        if not -self._size <= index < self._size:
-            raise IndexError(index)
-        index %= self._size
-        level = self._config.difficulty or LEVELS[index % len(LEVELS)]
-        rng = random.Random(stable_hash("double_check", self._split, self._config.seed, index))
-        question, answer = make_problem(level, rng)
-        return {"question": f"What is {question}?", "answer": answer, "difficulty": level}
+def problem(config: DoubleCheckConfig, split: str, index: int) -> dict[str, Any]:
+    """Example ``index``: a question, its exact answer and its level."""
+    level = config.difficulty or LEVELS[index % len(LEVELS)]
+    rng = random.Random(stable_hash("double_check", split, config.seed, index))
+    question, answer = make_problem(level, rng)
+    return {"question": f"What is {question}?", "answer": answer, "difficulty": level}
 
 
 def parse_number(text: str | None) -> Decimal | None:
@@ -102,9 +91,9 @@ class DoubleCheck(Environment[DoubleCheckConfig]):
     Config = DoubleCheckConfig
     reward_weights = {"correct": 1.0, "format": 0.2}
 
-    def examples(self, config: DoubleCheckConfig, split: str) -> Problems:
-        size = {"train": config.train_size, "eval": config.eval_size}[split]
-        return Problems(config, split, size)
+    def examples(self, config: DoubleCheckConfig, split: str) -> GeneratedExamples[dict[str, Any]]:
+        size = config.split_size(split)
+        return GeneratedExamples(size, lambda i: problem(config, split, i))
 
     def reset(self, config: DoubleCheckConfig, example: dict[str, Any], seed: int) -> Reset:
         state: State = {**example, "answers": [], "formatted": 0}

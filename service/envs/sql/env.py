@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from typing import Any
 
 from pydantic import Field
 
-from service.envs.sdk import EnvConfig, Environment, Message, Reset, Score, State, Transition
+from service.envs.sdk import (
+    Environment,
+    GeneratedExamples,
+    Message,
+    Reset,
+    Score,
+    SizedConfig,
+    State,
+    Transition,
+)
 from service.envs.seeding import TurnRandom
 from service.envs.sql.database import QueryError, describe, format_result, run_query, tables
 from service.envs.sql.questions import normalize, pick
@@ -54,27 +62,10 @@ TOOLS = [
 ]
 
 
-class SqlConfig(EnvConfig):
+class SqlConfig(SizedConfig):
     max_turns: int = Field(
         12, ge=1, le=100, description="Model messages allowed; then the episode ends unanswered."
     )
-    train_size: int = Field(10_000, ge=1, le=10_000_000, description="Examples in `train`.")
-    eval_size: int = Field(1_000, ge=1, le=10_000_000, description="Examples in `eval`.")
-
-
-class Indices(Sequence[int]):
-    """Examples are indices; each episode's database and question come from its seed."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-
-    def __len__(self) -> int:
-        return self._size
-
-    def __getitem__(self, index: int) -> int:  # type: ignore[override]
-        if not -self._size <= index < self._size:
-            raise IndexError(index)
-        return index % self._size
 
 
 def call_tool(seed: int, name: str, arguments: dict[str, Any]) -> str:
@@ -101,8 +92,10 @@ class Sql(Environment[SqlConfig]):
     tools = TOOLS
     blocking = True  # a query may run for up to a second
 
-    def examples(self, config: SqlConfig, split: str) -> Indices:
-        return Indices({"train": config.train_size, "eval": config.eval_size}[split])
+    def examples(self, config: SqlConfig, split: str) -> GeneratedExamples[int]:
+        """Examples are indices: each episode's database and question come from its seed."""
+        size = config.split_size(split)
+        return GeneratedExamples(size, lambda i: i)
 
     def reset(self, config: SqlConfig, example: int, seed: int) -> Reset:
         question, expected = pick(seed, example)

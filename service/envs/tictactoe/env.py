@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
-from typing import Any, Literal, overload
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from service.envs.sdk import EnvConfig, Environment, Message, Reset, Score, State, Transition
+from service.envs.sdk import (
+    Environment,
+    GeneratedExamples,
+    Message,
+    Reset,
+    Score,
+    SizedConfig,
+    State,
+    Transition,
+)
 from service.envs.seeding import TurnRandom, stable_hash
 from service.envs.tictactoe.game import (
     EMPTY,
@@ -42,7 +50,7 @@ WIN, DRAW, LOSS = 1.0, 0.5, 0.0
 INVALID_MOVE_PENALTY = -0.1
 
 
-class TicTacToeConfig(EnvConfig):
+class TicTacToeConfig(SizedConfig):
     min_random_move_prob: float = Field(
         0.0, ge=0.0, le=1.0, description="Lowest chance that the opponent plays a random move."
     )
@@ -58,8 +66,6 @@ class TicTacToeConfig(EnvConfig):
     max_turns: int = Field(
         8, ge=1, le=64, description="Model messages allowed, invalid ones included; then a loss."
     )
-    train_size: int = Field(10_000, ge=1, le=10_000_000, description="Examples in `train`.")
-    eval_size: int = Field(1_000, ge=1, le=10_000_000, description="Examples in `eval`.")
 
     @model_validator(mode="after")
     def _ordered_range(self) -> TicTacToeConfig:
@@ -68,37 +74,17 @@ class TicTacToeConfig(EnvConfig):
         return self
 
 
-class Examples(Sequence[dict[str, float]]):
-    """The lazily generated dataset of one split: example i is ``{"random_move_prob": p_i}``."""
-
-    def __init__(self, config: TicTacToeConfig, split: str, size: int) -> None:
-        self._config = config
-        self._split = split
-        self._size = size
-
-    def __len__(self) -> int:
-        return self._size
-
-    @overload
-    def __getitem__(self, index: int) -> dict[str, float]: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[dict[str, float]]: ...
-    def __getitem__(self, index: int | slice) -> dict[str, float] | list[dict[str, float]]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._size))]
-        if not -self._size <= index < self._size:
-            raise IndexError(index)
-        index %= self._size
-        config = self._config
-        lo, hi = config.min_random_move_prob, config.max_random_move_prob
-        width = (hi - lo) / config.num_groups
-        stratum = index % config.num_groups
-        # Salted apart from the example seed so that overriding an episode's seed
-        # changes who starts and the opponent's draws, never the example's difficulty.
-        draw = random.Random(
-            stable_hash(TicTacToe.name, "random_move_prob", self._split, config.seed, index)
-        ).random()
-        return {"random_move_prob": lo + width * (stratum + draw)}
+def random_move_prob(config: TicTacToeConfig, split: str, index: int) -> float:
+    """Example ``index``'s opponent: p drawn inside stratum ``index mod num_groups``."""
+    lo, hi = config.min_random_move_prob, config.max_random_move_prob
+    width = (hi - lo) / config.num_groups
+    stratum = index % config.num_groups
+    # Salted apart from the example seed so that overriding an episode's seed
+    # changes who starts and the opponent's draws, never the example's difficulty.
+    draw = random.Random(
+        stable_hash(TicTacToe.name, "random_move_prob", split, config.seed, index)
+    ).random()
+    return lo + width * (stratum + draw)
 
 
 def render_board(board: str) -> str:
@@ -130,9 +116,11 @@ class TicTacToe(Environment[TicTacToeConfig]):
     Config = TicTacToeConfig
     reward_weights = {"win": 1.0, "format": 0.2, "invalid_move": 1.0}
 
-    def examples(self, config: TicTacToeConfig, split: str) -> Examples:
-        size = {"train": config.train_size, "eval": config.eval_size}[split]
-        return Examples(config, split, size)
+    def examples(self, config: TicTacToeConfig, split: str) -> GeneratedExamples[dict[str, float]]:
+        size = config.split_size(split)
+        return GeneratedExamples(
+            size, lambda i: {"random_move_prob": random_move_prob(config, split, i)}
+        )
 
     def reset(self, config: TicTacToeConfig, example: dict[str, float], seed: int) -> Reset:
         model_starts = random.Random(seed).random() < 0.5
