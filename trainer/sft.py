@@ -24,7 +24,13 @@ def build_trainer(
 
     from trainer.models import device_defaults
 
-    defaults = {"report_to": "none", "save_strategy": "no", **device_defaults()}
+    defaults = {
+        "report_to": "none",
+        "save_strategy": "no",
+        "gradient_checkpointing": False,  # small models: memory is not the problem
+        "assistant_only_loss": "{% generation %}" in (tokenizer.chat_template or ""),
+        **device_defaults(),
+    }
     args = SFTConfig(**{**defaults, **options})
     return SFTTrainer(
         model=model,

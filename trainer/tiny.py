@@ -17,10 +17,14 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 SPECIAL_TOKENS = ["<|pad|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
-    "<|im_start|>{{ message['role'] }}\n{{ message['content'] or '' }}<|im_end|>\n"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['role'] == 'assistant' %}"
+    "{% generation %}{{ message['content'] or '' }}<|im_end|>{% endgeneration %}\n"
+    "{% else %}{{ message['content'] or '' }}<|im_end|>\n{% endif %}"
     "{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+"""ChatML; the generation markers let SFT put the loss on the assistant's tokens only."""
 
 
 def _corpus(lines: int = 4000, seed: int = 0) -> Iterator[str]:

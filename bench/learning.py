@@ -1,0 +1,203 @@
+"""The learning benchmark: tiny model from scratch -> SFT warm-up -> GRPO, on CPU,
+against a live service, each stage evaluated by the service.
+
+    python -m bench.learning [--sft-steps 400] [--grpo-steps 40] [--hidden 128]
+
+Writes bench/results/learning.md (the table), learning.json and learning.png
+(reward components per GRPO step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from client import AssistantMessage, AsyncWanderClient, Message, WanderClient
+from client.evaluation import evaluate
+from client.policies import MinimaxPolicy
+from service.archive.migrations import upgrade
+from tests.servers import ServiceProcess
+from trainer.backends import Sampling, TransformersBackend
+from trainer.config import GRPORunConfig
+from trainer.grpo import build_trainer as grpo_trainer
+from trainer.rollout import render
+from trainer.sft import build_trainer as sft_trainer
+from trainer.tiny import build_model, build_tokenizer
+
+RESULTS = Path(__file__).parent / "results"
+OPPONENTS = {
+    "random": {"min_random_move_prob": 1.0, "max_random_move_prob": 1.0},
+    "optimal": {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0},
+}
+TRAIN_OPPONENT = {"min_random_move_prob": 0.2, "max_random_move_prob": 0.7}
+
+
+class LocalPolicy:
+    """A transformers model in this process, as a policy for the evaluation runner."""
+
+    def __init__(self, model: Any, tokenizer: Any, max_new_tokens: int) -> None:
+        self.tokenizer = tokenizer
+        self.backend = TransformersBackend(model, tokenizer, Sampling(max_new_tokens, 1.0, 1.0))
+
+    async def act(self, messages: Sequence[Message], tools: Any = None) -> AssistantMessage:
+        prompt = render(self.tokenizer, [m.model_dump(mode="json") for m in messages], True)
+        ids = self.tokenizer.encode(prompt, add_special_tokens=False)
+        [generation] = self.backend.generate([ids])
+        text = self.tokenizer.decode(generation.token_ids, skip_special_tokens=True)
+        return AssistantMessage(content=text)
+
+
+async def _evaluate(url: str, policy: Any, games: int, run: str) -> dict[str, dict[str, float]]:
+    table = {}
+    async with AsyncWanderClient(url) as wander:
+        for name, config in OPPONENTS.items():
+            result = await evaluate(
+                wander, "tictactoe", policy, examples=games, config=config, split="eval",
+                run=f"{run}-{name}", concurrency=1, progress=False,
+            )  # fmt: skip
+            summary = result.summary
+            rates = summary.metrics["outcome"].rates  # type: ignore[union-attr]
+            table[name] = {
+                "win": rates.get("win", 0.0),
+                "draw": rates.get("draw", 0.0),
+                "loss": rates.get("loss", 0.0),
+                "format": summary.components["format"].mean,
+                "invalid": summary.metrics["invalid_moves"].nonzero_rate,  # type: ignore[union-attr]
+            }
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--warmup-games", type=int, default=300)
+    parser.add_argument("--sft-steps", type=int, default=400)
+    parser.add_argument("--grpo-steps", type=int, default=40)
+    parser.add_argument("--eval-games", type=int, default=50)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=4)
+    args = parser.parse_args()
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    started = time.time()
+    with tempfile.TemporaryDirectory() as scratch:
+        database = f"sqlite:///{scratch}/archive.db"
+        upgrade(database)
+        env = {
+            "WANDER_DATABASE_URL": database,
+            "WANDER_REDIS_URL": "",
+            "WANDER_LOG_LEVEL": "warning",
+        }
+        server = ServiceProcess(env).start()
+        try:
+            report = run_stages(server.url, args, Path(scratch))
+        finally:
+            server.kill()
+    report["minutes"] = round((time.time() - started) / 60, 1)
+    write(report)
+
+
+def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
+    tokenizer = build_tokenizer()
+    model = build_model(tokenizer, hidden_size=args.hidden, layers=args.layers)
+    report: dict[str, Any] = {"args": vars(args), "stages": {}}
+    stage = report["stages"]
+    stage["base"] = asyncio.run(
+        _evaluate(url, LocalPolicy(model, tokenizer, 32), args.eval_games, "base")
+    )
+    print("base", stage["base"], flush=True)
+
+    async def warmup() -> None:
+        async with AsyncWanderClient(url) as wander:
+            await evaluate(
+                wander, "tictactoe", MinimaxPolicy(noise=0.1, seed=0), examples=args.warmup_games,
+                config=TRAIN_OPPONENT, run="warmup", progress=False,
+            )  # fmt: skip
+
+    asyncio.run(warmup())
+    time.sleep(2)
+    with WanderClient(url) as wander:
+        rows = wander.export("warmup", exclude_outcome=["loss"], status="done")
+    options = {
+        "output_dir": str(scratch / "sft"), "max_steps": args.sft_steps, "learning_rate": 3e-3,
+        "per_device_train_batch_size": 16, "logging_steps": 50, "max_length": 1024,
+        "lr_scheduler_type": "cosine", "warmup_steps": 20,
+    }  # fmt: skip
+    sft_trainer(rows, model, tokenizer, options).train()
+    stage["sft"] = asyncio.run(
+        _evaluate(url, LocalPolicy(model, tokenizer, 32), args.eval_games, "sft")
+    )
+    print("sft", stage["sft"], flush=True)
+
+    run = GRPORunConfig(
+        model="tiny", url=url, env="tictactoe", examples=4096, run="grpo",
+        env_config={**TRAIN_OPPONENT, "num_groups": 4}, output_dir=str(scratch / "grpo"),
+        max_completion_length=512, sampling={"max_tokens_per_turn": 32, "temperature": 1.0},
+        grpo={"num_generations": 8, "generation_batch_size": 32, "per_device_train_batch_size": 32,
+              "max_steps": args.grpo_steps, "learning_rate": 2e-4, "logging_steps": 1,
+              "loss_type": "cispo", "beta": 0.0, "save_strategy": "no"},
+    )  # fmt: skip
+    with WanderClient(url) as wander:
+        trainer = grpo_trainer(run, wander, model, tokenizer)
+        trainer.train()
+    report["curve"] = [e for e in trainer.state.log_history if "reward" in e]
+    stage["grpo"] = asyncio.run(
+        _evaluate(url, LocalPolicy(model, tokenizer, 32), args.eval_games, "grpo")
+    )
+    print("grpo", stage["grpo"], flush=True)
+    return report
+
+
+def write(report: dict[str, Any]) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "learning.json").write_text(json.dumps(report, indent=2) + "\n")
+    lines = [
+        f"Tiny model ({report['args']['hidden']} hidden, {report['args']['layers']} layers) "
+        f"from scratch on CPU, {report['minutes']} minutes in all; each stage evaluated on "
+        f"{report['args']['eval_games']} eval games per opponent by the service.",
+        "",
+        "| stage | vs random: win / draw / loss | vs optimal: win / draw / loss | format "
+        "| games with an invalid move |",
+        "|---|---|---|---|---|",
+    ]
+    for name, table in report["stages"].items():
+        r, o = table["random"], table["optimal"]
+        fmt = (r["format"] + o["format"]) / 2
+        invalid = (r["invalid"] + o["invalid"]) / 2
+        lines.append(
+            f"| {name} | {r['win']:.0%} / {r['draw']:.0%} / {r['loss']:.0%} "
+            f"| {o['win']:.0%} / {o['draw']:.0%} / {o['loss']:.0%} | {fmt:.0%} | {invalid:.0%} |"
+        )
+    (RESULTS / "learning.md").write_text("\n".join(lines) + "\n")
+    plot(report["curve"], RESULTS / "learning.png")
+    print("\n".join(lines))
+
+
+def plot(curve: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4))
+    steps = [entry["step"] for entry in curve]
+    for key in ("reward", "rewards/win/mean", "rewards/format/mean", "rewards/invalid_move/mean"):
+        axis.plot(steps, [entry.get(key, float("nan")) for entry in curve], label=key)
+    axis.set(
+        xlabel="GRPO step",
+        ylabel="mean over the batch",
+        title="GRPO on tic-tac-toe (tiny model, CPU)",
+    )
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+if __name__ == "__main__":
+    main()
