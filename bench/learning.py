@@ -2,6 +2,7 @@
 against a live service, each stage evaluated by the service.
 
     python -m bench.learning [--sft-steps 400] [--grpo-steps 40] [--hidden 128]
+                             [--max-tokens-per-turn 64]
 
 Writes bench/results/learning.md (the table), learning.json and learning.png
 (reward components per GRPO step).
@@ -82,6 +83,10 @@ def main() -> None:
     parser.add_argument("--eval-games", type=int, default=50)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument(
+        "--max-tokens-per-turn", type=int, default=64,
+        help="the warm-up answers are about 45 tokens; less cuts them off",
+    )  # fmt: skip
     args = parser.parse_args()
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     started = time.time()
@@ -107,10 +112,13 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
     model = build_model(tokenizer, hidden_size=args.hidden, layers=args.layers)
     report: dict[str, Any] = {"args": vars(args), "stages": {}}
     stage = report["stages"]
-    stage["base"] = asyncio.run(
-        _evaluate(url, LocalPolicy(model, tokenizer, 32), args.eval_games, "base")
-    )
-    print("base", stage["base"], flush=True)
+
+    def evaluate_stage(name: str) -> None:
+        policy = LocalPolicy(model, tokenizer, args.max_tokens_per_turn)
+        stage[name] = asyncio.run(_evaluate(url, policy, args.eval_games, name))
+        print(name, stage[name], flush=True)
+
+    evaluate_stage("base")
 
     async def warmup() -> None:
         async with AsyncWanderClient(url) as wander:
@@ -129,15 +137,13 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         "lr_scheduler_type": "cosine", "warmup_steps": 20,
     }  # fmt: skip
     sft_trainer(rows, model, tokenizer, options).train()
-    stage["sft"] = asyncio.run(
-        _evaluate(url, LocalPolicy(model, tokenizer, 32), args.eval_games, "sft")
-    )
-    print("sft", stage["sft"], flush=True)
+    evaluate_stage("sft")
 
     run = GRPORunConfig(
         model="tiny", url=url, env="tictactoe", examples=4096, run="grpo",
         env_config={**TRAIN_OPPONENT, "num_groups": 4}, output_dir=str(scratch / "grpo"),
-        max_completion_length=512, sampling={"max_tokens_per_turn": 32, "temperature": 1.0},
+        max_completion_length=768,
+        sampling={"max_tokens_per_turn": args.max_tokens_per_turn, "temperature": 1.0},
         grpo={"num_generations": 8, "generation_batch_size": 32, "per_device_train_batch_size": 32,
               "max_steps": args.grpo_steps, "learning_rate": 2e-4, "logging_steps": 1,
               "loss_type": "cispo", "beta": 0.0, "save_strategy": "no"},
@@ -146,10 +152,7 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         trainer = grpo_trainer(run, wander, model, tokenizer)
         trainer.train()
     report["curve"] = [e for e in trainer.state.log_history if "reward" in e]
-    stage["grpo"] = asyncio.run(
-        _evaluate(url, LocalPolicy(model, tokenizer, 32), args.eval_games, "grpo")
-    )
-    print("grpo", stage["grpo"], flush=True)
+    evaluate_stage("grpo")
     return report
 
 

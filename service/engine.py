@@ -6,6 +6,9 @@ back with a compare-and-set, retrying on a lost race. That makes every step
 atomic across coroutines, processes and replicas without locks, and makes a
 retried step (same ``turn``, same action) return its recorded result instead of
 applying twice.
+
+Steps are the hot path: the engine handles them as plain dicts
+(``service.records``) and leaves the pydantic models to the colder routes.
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ import secrets
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from client.models import (
@@ -26,12 +29,7 @@ from client.models import (
     CreateEpisodesRequest,
     EnvInfo,
     Episode,
-    EpisodeRecord,
-    ErrorInfo,
     RewardComponent,
-    Score,
-    StepError,
-    StepResult,
 )
 from service import metrics
 from service.envs import Registry
@@ -47,12 +45,17 @@ from service.errors import (
     TurnMismatch,
     WanderError,
 )
-from service.records import LastStep, StoredEpisode
+from service.records import StepError, StepResult, StoredEpisode, decode, encode, is_done, now
 from service.settings import Settings
 from service.store import EpisodeStore
-from service.store.base import Write
+from service.store.base import Versioned, Write
 
 CONFIG_CACHE_SIZE = 4096
+RECORD_FIELDS = (
+    "id", "env", "version", "split", "example", "seed", "group", "run", "metadata", "config",
+    "turn", "status", "messages", "step_rewards", "created_at", "updated_at", "finished_at",
+)  # fmt: skip
+"""The stored fields an archived ``EpisodeRecord`` keeps as they are."""
 
 
 class Engine:
@@ -101,48 +104,49 @@ class Engine:
             seed = example_seed(env.name, request.split, config.seed, example)
 
         state, messages = env.reset(config, examples[example], seed)
-        total = env.total(env.score(config, state).components)
-        now = datetime.now(UTC)
-        group = _new_id("grp")
-        stored = [
-            StoredEpisode(
-                id=_new_id("ep"),
-                env=env.name,
-                version=env.version,
-                config=config.model_dump(mode="json"),
-                split=request.split,
-                example=example,
-                seed=seed,
-                group=group,
-                run=request.run,
-                metadata=request.metadata,
-                messages=messages,
-                state=state,
-                total=total,
-                created_at=now,
-                updated_at=now,
-            )
-            for _ in range(request.n)
-        ]
-        await self.store.add({ep.id: ep.model_dump_json().encode() for ep in stored})
-        metrics.EPISODES_CREATED.labels(env.name).inc(request.n)
-        metrics.LIVE_EPISODES.labels(env.name).inc(request.n)
+        template: StoredEpisode = {
+            "id": "",
+            "env": env.name,
+            "version": env.version,
+            "config": config.model_dump(mode="json"),
+            "split": request.split,
+            "example": example,
+            "seed": seed,
+            "group": _new_id("grp"),
+            "run": request.run,
+            "metadata": request.metadata,
+            "status": "active",
+            "turn": 0,
+            "messages": messages,
+            "state": state,
+            "step_rewards": [],
+            "total": env.total(env.score(config, state).components),
+            "last_step": None,
+            "created_at": now(),
+            "updated_at": now(),
+            "finished_at": None,
+        }
+        ids = [_new_id("ep") for _ in range(request.n)]
+        await self.store.add({id_: encode({**template, "id": id_}) for id_ in ids})
+        counters = metrics.for_env(env.name)
+        counters.created.inc(request.n)
+        counters.live.inc(request.n)
         info = env.public_state(state)
         return [
             Episode(
-                id=ep.id,
-                env=ep.env,
-                split=ep.split,
+                id=id_,
+                env=env.name,
+                split=request.split,
                 example=example,
                 seed=seed,
-                group=group,
-                run=ep.run,
+                group=template["group"],
+                run=request.run,
                 turn=0,
                 done=False,
                 observation=messages,  # type: ignore[arg-type]
                 info=info,
             )
-            for ep in stored
+            for id_ in ids
         ]
 
     async def step(self, episode_id: str, action: Action, turn: int | None = None) -> StepResult:
@@ -150,19 +154,20 @@ class Engine:
         message = self._action_message(action)
         fresh = False
         while True:
-            episode, version = await self._load(episode_id, cached=not fresh)
+            item = await self.store.load(episode_id, cached=not fresh)
             try:
-                outcome = await self._decide(episode, message, turn)
+                episode = _decode(episode_id, item)
+                result, updated = await self._decide(episode, message, turn)
             except WanderError:
                 if fresh:
                     raise
                 fresh = True  # the remembered version may be stale: decide on a fresh one
                 continue
-            if isinstance(outcome, StepResult):
-                return outcome
-            updated, result = outcome
-            if await self.store.replace(*self._write(updated, version)):
-                _count_step(episode, updated)
+            if updated is None:
+                return result
+            assert item is not None
+            if await self.store.replace(*self._write(updated, item.version)):
+                self._count_step(episode, updated)
                 return result
             fresh = True  # another request applied a step first: look again
 
@@ -203,25 +208,23 @@ class Engine:
         for index, item in zip(indices, loaded, strict=True):
             request = items[index]
             try:
-                if item is None:
-                    raise EpisodeNotFound(f"no episode {request.episode_id!r}")
-                episode = StoredEpisode.model_validate_json(item.data)
+                episode = _decode(request.episode_id, item)
                 message = self._action_message(request.action)
-                outcome = await self._decide(episode, message, request.turn)
+                result, updated = await self._decide(episode, message, request.turn)
             except WanderError:
                 replay.append(index)  # decided on a remembered version: decide on a fresh one
                 continue
-            if isinstance(outcome, StepResult):
-                results[index] = outcome
+            if updated is None:
+                results[index] = result
             else:
-                updated, result = outcome
+                assert item is not None
                 write = self._write(updated, item.version)
                 writes.append((index, write, result, episode, updated))
         written = await self.store.replace_many([write for _, write, *_ in writes])
         for (index, _, result, before, after), ok in zip(writes, written, strict=True):
             if ok:
                 results[index] = result
-                _count_step(before, after)
+                self._count_step(before, after)
             else:
                 replay.append(index)
         for index in sorted(replay):
@@ -229,35 +232,39 @@ class Engine:
             try:
                 results[index] = await self.step(request.episode_id, request.action, request.turn)
             except WanderError as exc:
-                error = ErrorInfo(code=exc.code, message=exc.message, details=exc.details)
-                results[index] = StepError(episode_id=request.episode_id, error=error)
+                results[index] = {
+                    "episode_id": request.episode_id,
+                    "error": {"code": exc.code, "message": exc.message, "details": exc.details},
+                }
 
-    async def score(self, episode_id: str, *, partial: bool = False) -> Score:
-        episode, _ = await self._load(episode_id)
-        if not (episode.done or partial):
+    async def score(self, episode_id: str, *, partial: bool = False) -> dict[str, Any]:
+        """The episode's ``Score``."""
+        episode = _decode(episode_id, await self.store.load(episode_id))
+        if not (is_done(episode) or partial):
             raise EpisodeNotDone(
                 f"episode {episode_id} is still being played; "
                 "pass partial=true for the running score"
             )
         return self._score(episode)
 
-    async def episode(self, episode_id: str) -> EpisodeRecord:
-        episode, _ = await self._load(episode_id)
-        return self._record(episode)
+    async def episode(self, episode_id: str) -> dict[str, Any]:
+        """The episode's ``EpisodeRecord``."""
+        return self._record(_decode(episode_id, await self.store.load(episode_id)))
 
     async def abort(self, episode_id: str) -> None:
         """Mark an active episode aborted; a finished one is left as it is."""
         while True:
-            episode, version = await self._load(episode_id)
-            if episode.done:
+            item = await self.store.load(episode_id)
+            episode = _decode(episode_id, item)
+            if is_done(episode):
                 return
-            now = datetime.now(UTC)
-            aborted = episode.model_copy(
-                update={"status": "aborted", "updated_at": now, "finished_at": now}
-            )
-            if await self.store.replace(*self._write(aborted, version)):
-                metrics.EPISODES_FINISHED.labels(episode.env, "aborted").inc()
-                metrics.LIVE_EPISODES.labels(episode.env).dec()
+            assert item is not None
+            stamp = now()
+            aborted: StoredEpisode = {
+                **episode, "status": "aborted", "updated_at": stamp, "finished_at": stamp
+            }  # fmt: skip
+            if await self.store.replace(*self._write(aborted, item.version)):
+                metrics.for_env(episode["env"]).finished("aborted")
                 return
 
     # Internals
@@ -268,32 +275,28 @@ class Engine:
         except KeyError:
             raise EnvNotFound(f"no environment named {name!r}") from None
 
-    async def _load(self, episode_id: str, *, cached: bool = False) -> tuple[StoredEpisode, int]:
-        item = await self.store.load(episode_id, cached=cached)
-        if item is None:
-            raise EpisodeNotFound(f"no episode {episode_id!r} (unknown, or expired after idling)")
-        return StoredEpisode.model_validate_json(item.data), item.version
-
     def _write(self, episode: StoredEpisode, version: int) -> Write:
         """The compare-and-set that stores ``episode`` over ``version``; a finished
         episode's record is queued for the archive in the same write."""
-        archive = self._record(episode).model_dump_json().encode() if episode.done else None
-        return Write(episode.id, version, episode.model_dump_json().encode(), archive)
+        archive = encode(self._record(episode)) if is_done(episode) else None
+        return Write(episode["id"], version, encode(episode), archive)
 
     async def _decide(
         self, episode: StoredEpisode, action: Message, turn: int | None
-    ) -> StepResult | tuple[StoredEpisode, StepResult]:
-        """What a step does to ``episode``: the recorded result of a retry, an error, or
-        the updated episode and the result to write."""
-        last = episode.last_step
-        if last is not None and turn == episode.turn - 1 and last.action == action:
-            return last.result  # a retry of the step already applied
-        if episode.done:
-            raise EpisodeDone(f"episode {episode.id} is {episode.status}", {"turn": episode.turn})
-        if turn is not None and turn != episode.turn:
+    ) -> tuple[StepResult, StoredEpisode | None]:
+        """What a step does to ``episode``: its result, and the updated episode to
+        write (None for a retry of the step already applied); or an error."""
+        last = episode["last_step"]
+        if last is not None and turn == episode["turn"] - 1 and last["action"] == action:
+            return last["result"], None
+        if is_done(episode):
+            raise EpisodeDone(
+                f"episode {episode['id']} is {episode['status']}", {"turn": episode["turn"]}
+            )
+        if turn is not None and turn != episode["turn"]:
             raise TurnMismatch(
-                f"the step is for turn {turn}, but the episode is at turn {episode.turn}",
-                {"turn": episode.turn},
+                f"the step is for turn {turn}, but the episode is at turn {episode['turn']}",
+                {"turn": episode["turn"]},
             )
         return await self._apply(episode, action)
 
@@ -309,7 +312,7 @@ class Engine:
 
     def _config(self, env: Environment[Any], config: dict[str, Any]) -> EnvConfig:
         """An episode's config, parsed once per distinct config rather than at every step."""
-        key = (env.name, canonical_json(config))
+        key = (env.name, orjson.dumps(config, option=orjson.OPT_SORT_KEYS))
         parsed = self._configs.get(key)
         if parsed is None:
             if len(self._configs) >= CONFIG_CACHE_SIZE:
@@ -317,80 +320,84 @@ class Engine:
             parsed = self._configs[key] = _parse_config(env, config, ("config",))
         return parsed
 
-    def _record(self, episode: StoredEpisode) -> EpisodeRecord:
-        env = self._env(episode.env)
-        return EpisodeRecord(
-            **episode.model_dump(exclude={"state", "total", "last_step"}),
-            done=episode.done,
-            score=self._score(episode),
-            state=env.public_state(episode.state),
-        )
+    def _record(self, episode: StoredEpisode) -> dict[str, Any]:
+        """The episode as an ``EpisodeRecord``: what the archive keeps."""
+        env = self._env(episode["env"])
+        record: dict[str, Any] = {field: episode[field] for field in RECORD_FIELDS}  # type: ignore[literal-required]
+        record["done"] = is_done(episode)
+        record["score"] = self._score(episode)
+        record["state"] = env.public_state(episode["state"])
+        return record
 
     async def _apply(
         self, episode: StoredEpisode, action: Message
-    ) -> tuple[StoredEpisode, StepResult]:
-        """The episode after ``action``, and the step's result; nothing is written."""
-        env = self._env(episode.env)
-        config = self._config(env, episode.config)
-        rng = TurnRandom(episode.seed)
+    ) -> tuple[StepResult, StoredEpisode]:
+        """The step's result and the episode after ``action``; nothing is written."""
+        env = self._env(episode["env"])
+        config = self._config(env, episode["config"])
+        rng = TurnRandom(episode["seed"])
         started = time.perf_counter()
         if env.blocking:
-            transition = await asyncio.to_thread(env.step, config, episode.state, action, rng)
+            transition = await asyncio.to_thread(env.step, config, episode["state"], action, rng)
         else:
-            transition = env.step(config, episode.state, action, rng)
+            transition = env.step(config, episode["state"], action, rng)
         state, observation, done = transition
-        score = env.score(config, state)
-        metrics.STEP_LATENCY.labels(env.name).observe(time.perf_counter() - started)
-        total = env.total(score.components)
-        reward = total - episode.total
-        turn = episode.turn + 1
-        result = StepResult(
-            episode_id=episode.id,
-            turn=turn,
-            observation=observation,  # type: ignore[arg-type]
-            reward=reward,
-            done=done,
-            info=env.public_state(state),
-        )
-        now = datetime.now(UTC)
-        updated = episode.model_copy(
-            update={
-                "turn": turn,
-                "status": "done" if done else "active",
-                "messages": [*episode.messages, action, *observation],
-                "state": state,
-                "step_rewards": [*episode.step_rewards, reward],
-                "total": total,
-                "last_step": LastStep(action=action, result=result),
-                "updated_at": now,
-                "finished_at": now if done else None,
-            }
-        )
-        return updated, result
+        total = env.total(env.score(config, state).components)
+        metrics.for_env(env.name).step_latency.observe(time.perf_counter() - started)
+        reward = total - episode["total"]
+        turn = episode["turn"] + 1
+        result: StepResult = {
+            "episode_id": episode["id"],
+            "turn": turn,
+            "observation": observation,
+            "reward": reward,
+            "done": done,
+            "info": env.public_state(state),
+        }
+        stamp = now()
+        updated: StoredEpisode = {
+            **episode,
+            "turn": turn,
+            "status": "done" if done else "active",
+            "messages": [*episode["messages"], action, *observation],
+            "state": state,
+            "step_rewards": [*episode["step_rewards"], reward],
+            "total": total,
+            "last_step": {"action": action, "result": result},
+            "updated_at": stamp,
+            "finished_at": stamp if done else None,
+        }
+        return result, updated
 
-    def _score(self, episode: StoredEpisode) -> Score:
-        env = self._env(episode.env)
-        config = self._config(env, episode.config)
-        components, metrics = env.score(config, episode.state)
-        return Score(
-            episode_id=episode.id,
-            done=episode.done,
-            total=env.total(components),
-            components=components,
-            weights=dict(env.reward_weights),
-            metrics=metrics,
-        )
+    def _score(self, episode: StoredEpisode) -> dict[str, Any]:
+        env = self._env(episode["env"])
+        config = self._config(env, episode["config"])
+        components, details = env.score(config, episode["state"])
+        return {
+            "episode_id": episode["id"],
+            "done": is_done(episode),
+            "total": env.total(components),
+            "components": components,
+            "weights": dict(env.reward_weights),
+            "metrics": details,
+        }
+
+    @staticmethod
+    def _count_step(before: StoredEpisode, after: StoredEpisode) -> None:
+        """Metrics of a step that was written."""
+        counters = metrics.for_env(after["env"])
+        counters.steps.inc()
+        invalid = after["state"].get("invalid_moves", 0), before["state"].get("invalid_moves", 0)
+        if isinstance(invalid[0], int) and invalid[0] > invalid[1]:
+            counters.invalid_actions.inc()
+        if is_done(after):
+            counters.finished(after["status"])
 
 
-def _count_step(before: StoredEpisode, after: StoredEpisode) -> None:
-    """Metrics of a step that was written."""
-    metrics.STEPS.labels(after.env).inc()
-    invalid = after.state.get("invalid_moves", 0), before.state.get("invalid_moves", 0)
-    if isinstance(invalid[0], int) and invalid[0] > invalid[1]:
-        metrics.INVALID_ACTIONS.labels(after.env).inc()
-    if after.done:
-        metrics.EPISODES_FINISHED.labels(after.env, after.status).inc()
-        metrics.LIVE_EPISODES.labels(after.env).dec()
+def _decode(episode_id: str, item: Versioned | None) -> StoredEpisode:
+    if item is None:
+        raise EpisodeNotFound(f"no episode {episode_id!r} (unknown, or expired after idling)")
+    return decode(item.data)
 
 
 def _env_info(env: Environment[Any]) -> EnvInfo:

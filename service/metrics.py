@@ -6,6 +6,8 @@ writable folder shared by them: prometheus-client then aggregates all workers.
 
 from __future__ import annotations
 
+import functools
+
 from prometheus_client import Counter, Gauge, Histogram
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -45,3 +47,26 @@ ARCHIVE_BACKLOG = Gauge(
     "wander_archive_backlog", "Finished episodes waiting to be archived.",
     multiprocess_mode="max",
 )  # fmt: skip
+
+
+class EnvMetrics:
+    """The per-environment children, bound once: ``labels()`` costs more than the
+    increment itself, and the engine counts every step."""
+
+    def __init__(self, env: str) -> None:
+        self.env = env
+        self.steps = STEPS.labels(env)
+        self.step_latency = STEP_LATENCY.labels(env)
+        self.invalid_actions = INVALID_ACTIONS.labels(env)
+        self.created = EPISODES_CREATED.labels(env)
+        self.live = LIVE_EPISODES.labels(env)
+
+    def finished(self, status: str) -> None:
+        EPISODES_FINISHED.labels(self.env, status).inc()
+        self.live.dec()
+
+
+@functools.cache
+def for_env(env: str) -> EnvMetrics:
+    """The metrics of one environment (names come from the registry: a bounded set)."""
+    return EnvMetrics(env)

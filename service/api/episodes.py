@@ -1,15 +1,16 @@
 """``/v1/episodes`` and ``/v1/step``: create, step, score, read and abort episodes.
 
 The two step routes are the hot path (a trainer sends thousands of steps a
-second), so they read and write JSON with pydantic directly instead of through
-FastAPI's body parsing and response validation; the OpenAPI schema still
-documents their bodies.
+second), so they parse their bodies with pydantic directly and answer the
+engine's plain dicts with orjson, instead of going through FastAPI's body
+parsing and response validation; the OpenAPI schema still documents both.
 """
 
 from __future__ import annotations
 
 from typing import Any, TypeVar
 
+import orjson
 from fastapi import APIRouter, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -62,8 +63,8 @@ async def _parse(request: Request, adapter: TypeAdapter[Body]) -> Body:
         raise RequestValidationError(errors) from None
 
 
-def _json(model: BaseModel) -> Response:
-    return Response(model.model_dump_json(), media_type="application/json")
+def _json(content: Any) -> Response:
+    return Response(orjson.dumps(content), media_type="application/json")
 
 
 def _engine(request: Request) -> Engine:
@@ -90,19 +91,19 @@ async def step_episode(episode_id: str, request: Request) -> Response:
 async def step_batch(request: Request) -> Response:
     """Apply many steps at once; each result is a ``StepResult`` or ``{episode_id, error}``."""
     body = await _parse(request, _BATCH)
-    return _json(BatchStepResponse(results=await _engine(request).step_many(body.steps)))
+    return _json({"results": await _engine(request).step_many(body.steps)})
 
 
 @router.get("/episodes/{episode_id}/score")
 async def score_episode(episode_id: str, engine: EngineDep, partial: bool = False) -> Score:
     """The episode's score; 409 while it is being played unless ``partial=true``."""
-    return await engine.score(episode_id, partial=partial)
+    return Score.model_validate(await engine.score(episode_id, partial=partial))
 
 
 @router.get("/episodes/{episode_id}")
 async def get_episode(episode_id: str, engine: EngineDep) -> EpisodeRecord:
     """The full record: messages, step rewards, score, public state, timestamps."""
-    return await engine.episode(episode_id)
+    return EpisodeRecord.model_validate(await engine.episode(episode_id))
 
 
 @router.delete("/episodes/{episode_id}", status_code=status.HTTP_204_NO_CONTENT)

@@ -1,8 +1,12 @@
 """The Redis store: episodes shared by every process and replica.
 
 Each episode is a hash ``{prefix}episode:{id}`` with fields ``v`` (version) and
-``d`` (document). Reads and compare-and-set writes are Lua scripts, so each is
-one round trip and atomic on the server; many of them go in one pipeline. The
+``d`` (document). Reads and compare-and-set writes are Lua scripts that take
+many episodes at once, so a batch of steps costs one command and one round trip
+(redis-py packs commands in Python: a pipeline of one script call per episode
+cost more than the steps themselves), and each write is atomic on the server.
+Concurrent requests' reads and writes are coalesced into those bulk calls too
+(``service.store.coalesce``). The
 store remembers the last version it read or wrote of recent episodes, so that a
 step served by the same process needs a single round trip (its write); a stale
 memory only costs a failed compare-and-set and a fresh read. The archive backlog is the stream
@@ -28,21 +32,48 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.errors import StoreUnavailable
 from service.store.base import EpisodeStore, Pending, Versioned, Write
+from service.store.coalesce import Coalescer
 
-_LOAD = """
-local item = redis.call('HMGET', KEYS[1], 'v', 'd')
-if item[1] then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
-return item
+_ADD_MANY = """
+for i, key in ipairs(KEYS) do
+  redis.call('HSET', key, 'v', 1, 'd', ARGV[i + 1])
+  redis.call('EXPIRE', key, ARGV[1])
+end
 """
+"""New episodes: ``KEYS`` the episodes, ``ARGV`` the TTL then their documents."""
 
-_REPLACE = """
-local version = redis.call('HGET', KEYS[1], 'v')
-if not version or tonumber(version) ~= tonumber(ARGV[1]) then return 0 end
-redis.call('HSET', KEYS[1], 'v', tonumber(version) + 1, 'd', ARGV[2])
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-if ARGV[4] ~= '' then redis.call('XADD', KEYS[2], '*', 'd', ARGV[4]) end
-return 1
+_LOAD_MANY = """
+local ttl = ARGV[1]
+local found = {}
+for i, key in ipairs(KEYS) do
+  local item = redis.call('HMGET', key, 'v', 'd')
+  if item[1] then redis.call('EXPIRE', key, ttl) end
+  found[2 * i - 1] = item[1]
+  found[2 * i] = item[2]
+end
+return found
 """
+"""Loads: ``KEYS`` episodes; a flat reply of (version, document) pairs, nil if gone."""
+
+_REPLACE_MANY = """
+local ttl = ARGV[1]
+local written = {}
+for i = 2, #KEYS do
+  local version, data, archive = ARGV[3 * i - 4], ARGV[3 * i - 3], ARGV[3 * i - 2]
+  local stored = redis.call('HGET', KEYS[i], 'v')
+  if stored and tonumber(stored) == tonumber(version) then
+    redis.call('HSET', KEYS[i], 'v', tonumber(stored) + 1, 'd', data)
+    redis.call('EXPIRE', KEYS[i], ttl)
+    if archive ~= '' then redis.call('XADD', KEYS[1], '*', 'd', archive) end
+    written[i - 1] = 1
+  else
+    written[i - 1] = 0
+  end
+end
+return written
+"""
+"""Compare-and-sets: ``KEYS`` = the archive stream, then the episodes; ``ARGV`` = the TTL,
+then (version, document, archive record or '') per episode; a reply of 1 (written) or 0."""
 
 ARCHIVERS = "archivers"
 RECENT_EPISODES = 20_000
@@ -66,8 +97,12 @@ class RedisStore(EpisodeStore):
         self._consumer = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self._claim_after_ms = int(claim_after_seconds * 1000)
         self._group_ready = False
-        self._load = client.register_script(_LOAD)
-        self._replace = client.register_script(_REPLACE)
+        self._add_script = client.register_script(_ADD_MANY)
+        self._load_script = client.register_script(_LOAD_MANY)
+        self._replace_script = client.register_script(_REPLACE_MANY)
+        self._adds = Coalescer(self._add_all)
+        self._loads = Coalescer(self._load_all)
+        self._writes = Coalescer(self._replace_all)
         self._recent: LRUCache[str, Versioned] = LRUCache(maxsize=RECENT_EPISODES)
 
     @classmethod
@@ -94,12 +129,7 @@ class RedisStore(EpisodeStore):
         return f"{self._prefix}episode:{episode_id}"
 
     async def add(self, documents: Mapping[str, bytes]) -> None:
-        async with self._available(), self._redis.pipeline(transaction=True) as pipe:
-            for episode_id, data in documents.items():
-                key = self.key(episode_id)
-                pipe.hset(key, mapping={"v": 1, "d": data})
-                pipe.expire(key, self.ttl_seconds)
-            await pipe.execute()
+        await self._adds(list(documents.items()))
 
     async def load(self, episode_id: str, *, cached: bool = False) -> Versioned | None:
         return (await self.load_many([episode_id], cached=cached))[0]
@@ -111,15 +141,8 @@ class RedisStore(EpisodeStore):
         if cached:
             found = {i: self._recent[i] for i in episode_ids if i in self._recent}
         missing = [i for i in episode_ids if i not in found]
-        if missing:
-            async with self._available(), self._redis.pipeline(transaction=False) as pipe:
-                for episode_id in missing:
-                    await self._load(
-                        keys=[self.key(episode_id)], args=[self.ttl_seconds], client=pipe
-                    )
-                replies = await pipe.execute()
-            for episode_id, (version, data) in zip(missing, replies, strict=True):
-                found[episode_id] = self._remember(episode_id, version, data)
+        for episode_id, (version, data) in zip(missing, await self._loads(missing), strict=True):
+            found[episode_id] = self._remember(episode_id, version, data)
         return [found[episode_id] for episode_id in episode_ids]
 
     async def replace(
@@ -128,18 +151,37 @@ class RedisStore(EpisodeStore):
         return (await self.replace_many([Write(episode_id, version, data, archive)]))[0]
 
     async def replace_many(self, writes: Sequence[Write]) -> list[bool]:
-        async with self._available(), self._redis.pipeline(transaction=False) as pipe:
-            for write in writes:
-                await self._replace(
-                    keys=[self.key(write.episode_id), self._stream],
-                    args=[write.version, write.data, self.ttl_seconds, write.archive or b""],
-                    client=pipe,
-                )
-            replies = await pipe.execute()
-        written = [bool(reply) for reply in replies]
+        written = await self._writes(writes)
         for write, ok in zip(writes, written, strict=True):
             self._remember(write.episode_id, write.version + 1 if ok else None, write.data)
         return written
+
+    # The bulk calls behind the coalescers: one script call each.
+
+    async def _add_all(self, documents: list[tuple[str, bytes]]) -> list[None]:
+        async with self._available():
+            await self._add_script(
+                keys=[self.key(episode_id) for episode_id, _ in documents],
+                args=[self.ttl_seconds, *(data for _, data in documents)],
+            )
+        return [None] * len(documents)
+
+    async def _load_all(self, episode_ids: list[str]) -> list[tuple[Any, Any]]:
+        async with self._available():
+            reply = await self._load_script(
+                keys=[self.key(i) for i in episode_ids], args=[self.ttl_seconds]
+            )
+        return list(zip(reply[::2], reply[1::2], strict=True))
+
+    async def _replace_all(self, writes: list[Write]) -> list[bool]:
+        args: list[Any] = [self.ttl_seconds]
+        for write in writes:
+            args += (write.version, write.data, write.archive or b"")
+        async with self._available():
+            replies = await self._replace_script(
+                keys=[self._stream, *(self.key(write.episode_id) for write in writes)], args=args
+            )
+        return [bool(reply) for reply in replies]
 
     def _remember(self, episode_id: str, version: Any, data: bytes | None) -> Versioned | None:
         """Keep what was just read or written; forget what turned out to be stale."""
