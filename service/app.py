@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from service import logs
 from service.api import environments, episodes, health, runs
 from service.api.errors import install_error_handlers
+from service.api.fast_routes import FastRoutes
 from service.api.observability import ObservabilityMiddleware
 from service.archive import Archive
 from service.archiver import Archiver
@@ -54,7 +55,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    app.add_middleware(ObservabilityMiddleware)
+    app.add_middleware(FastRoutes, routes=episodes.step_routes(), handlers=app.exception_handlers)
+    app.add_middleware(ObservabilityMiddleware)  # the outer one: it sees every request
     generate_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:
