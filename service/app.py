@@ -55,7 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    app.add_middleware(FastRoutes, routes=episodes.step_routes(), handlers=app.exception_handlers)
+    app.add_middleware(FastRoutes, routes=episodes.hot_routes(), handlers=app.exception_handlers)
     app.add_middleware(ObservabilityMiddleware)  # the outer one: it sees every request
     generate_openapi = app.openapi
 

@@ -28,7 +28,6 @@ from client.models import (
     BatchStepItem,
     CreateEpisodesRequest,
     EnvInfo,
-    Episode,
     RewardComponent,
 )
 from service import metrics
@@ -45,7 +44,16 @@ from service.errors import (
     TurnMismatch,
     WanderError,
 )
-from service.records import StepError, StepResult, StoredEpisode, decode, encode, is_done, now
+from service.records import (
+    Episode,
+    StepError,
+    StepResult,
+    StoredEpisode,
+    decode,
+    encode,
+    is_done,
+    now,
+)
 from service.settings import Settings
 from service.store import EpisodeStore
 from service.store.base import Versioned, Write
@@ -133,19 +141,19 @@ class Engine:
         counters.live.inc(request.n)
         info = env.public_state(state)
         return [
-            Episode(
-                id=id_,
-                env=env.name,
-                split=request.split,
-                example=example,
-                seed=seed,
-                group=template["group"],
-                run=request.run,
-                turn=0,
-                done=False,
-                observation=messages,  # type: ignore[arg-type]
-                info=info,
-            )
+            {
+                "id": id_,
+                "env": env.name,
+                "split": request.split,
+                "example": example,
+                "seed": seed,
+                "group": template["group"],
+                "run": request.run,
+                "turn": 0,
+                "done": False,
+                "observation": messages,
+                "info": info,
+            }
             for id_ in ids
         ]
 

@@ -18,6 +18,22 @@ import orjson
 from service.envs.sdk import Message
 
 
+class Episode(TypedDict):
+    """``client.models.Episode``: a new episode, as created."""
+
+    id: str
+    env: str
+    split: str
+    example: int
+    seed: int
+    group: str
+    run: str | None
+    turn: int
+    done: bool
+    observation: list[Message]
+    info: dict[str, Any]
+
+
 class StepResult(TypedDict):
     """``client.models.StepResult``."""
 

@@ -98,9 +98,10 @@ async def test_malformed_json_and_non_json_bodies_are_400(api: httpx.AsyncClient
         "/v1/episodes", content=b'{"env": ', headers={"content-type": "application/json"}
     )
     assert broken.status_code == 400 and error_of(broken)["code"] == "bad_request"
-    form = await api.post("/v1/episodes", content=b'{"env": "tictactoe"}')
-    assert form.status_code == 400
-    assert "Content-Type: application/json" in error_of(form)["message"]
+    for path, body in [("/v1/episodes", b'{"env": "tictactoe"}'), ("/v1/step", b'{"steps": []}')]:
+        form = await api.post(path, content=body)
+        assert form.status_code == 400
+        assert "Content-Type: application/json" in error_of(form)["message"]
 
 
 async def test_unknown_ids_and_routes_are_404(api: httpx.AsyncClient) -> None:

@@ -1,9 +1,10 @@
 """``/v1/episodes`` and ``/v1/step``: create, step, score, read and abort episodes.
 
-The two step routes are the hot path (a trainer sends thousands of steps a
-second), so they parse their bodies with pydantic directly and answer the
-engine's plain dicts with orjson, instead of going through FastAPI's body
-parsing and response validation; the OpenAPI schema still documents both.
+Creating and stepping are the hot path (a trainer sends thousands of steps a
+second), so those three routes parse their bodies with pydantic directly and
+answer the engine's plain dicts with orjson, instead of going through FastAPI's
+body parsing and response validation, and ``FastRoutes`` serves them past
+FastAPI's router; the OpenAPI schema still documents them.
 """
 
 from __future__ import annotations
@@ -33,11 +34,16 @@ from service.engine import Engine
 router = APIRouter(prefix="/v1", tags=["episodes"], responses=ERROR_RESPONSES)
 
 Body = TypeVar("Body", bound=BaseModel)
+_CREATE = TypeAdapter(CreateEpisodesRequest)
 _STEP = TypeAdapter(StepRequest)
 _BATCH = TypeAdapter(BatchStepRequest)
 
 
-SELF_PARSED_BODIES: tuple[type[BaseModel], ...] = (StepRequest, BatchStepRequest)
+SELF_PARSED_BODIES: tuple[type[BaseModel], ...] = (
+    CreateEpisodesRequest,
+    StepRequest,
+    BatchStepRequest,
+)
 
 
 def _documented(model: type[BaseModel]) -> dict[str, Any]:
@@ -57,6 +63,10 @@ def add_body_schemas(openapi: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _parse(request: Request, adapter: TypeAdapter[Body]) -> Body:
+    """The JSON body, or the errors FastAPI itself raises for a bad one."""
+    if "json" not in request.headers.get("content-type", ""):
+        missing = {"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}
+        raise RequestValidationError([missing])
     try:
         return adapter.validate_json(await request.body())
     except ValidationError as exc:
@@ -64,8 +74,8 @@ async def _parse(request: Request, adapter: TypeAdapter[Body]) -> Body:
         raise RequestValidationError(errors) from None
 
 
-def _json(content: Any) -> Response:
-    return Response(orjson.dumps(content), media_type="application/json")
+def _json(content: Any, status_code: int = status.HTTP_200_OK) -> Response:
+    return Response(orjson.dumps(content), status_code, media_type="application/json")
 
 
 def _engine(request: Request) -> Engine:
@@ -73,10 +83,17 @@ def _engine(request: Request) -> Engine:
     return engine
 
 
-@router.post("/episodes", status_code=status.HTTP_201_CREATED)
-async def create_episodes(body: CreateEpisodesRequest, engine: EngineDep) -> CreateEpisodesResponse:
+@router.post(
+    "/episodes",
+    status_code=status.HTTP_201_CREATED,
+    response_model=CreateEpisodesResponse,
+    openapi_extra=_documented(CreateEpisodesRequest),
+)
+async def create_episodes(request: Request) -> Response:
     """Reset: ``n`` episodes of one example, sharing its seed (a GRPO group)."""
-    return CreateEpisodesResponse(episodes=await engine.create(body))
+    body = await _parse(request, _CREATE)
+    episodes = await _engine(request).create(body)
+    return _json({"episodes": episodes}, status.HTTP_201_CREATED)
 
 
 @router.post(
@@ -114,7 +131,7 @@ async def delete_episode(episode_id: str, engine: EngineDep) -> Response:
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-def step_routes() -> list[APIRoute]:
-    """The two step routes, which ``FastRoutes`` serves past FastAPI's router."""
-    fast = (step_episode, step_batch)
+def hot_routes() -> list[APIRoute]:
+    """The create and step routes, which ``FastRoutes`` serves past FastAPI's router."""
+    fast = (create_episodes, step_episode, step_batch)
     return [r for r in router.routes if isinstance(r, APIRoute) and r.endpoint in fast]

@@ -1,8 +1,8 @@
-"""Direct dispatch of the two step routes, past FastAPI's router.
+"""Direct dispatch of the hot routes (create and step), past FastAPI's router.
 
 Under load, FastAPI's route matching, dependency solving and exception wrapping
 took more CPU than the step itself (about a third of a single-step request
-under py-spy). The step endpoints take nothing but the ``Request``, so this
+under py-spy). The hot endpoints take nothing but the ``Request``, so this
 middleware matches their paths with the routes' own patterns and calls the very
 same endpoint functions; their errors go to the app's own exception handlers.
 Every other request, and the OpenAPI schema, is FastAPI's as before.
