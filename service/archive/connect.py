@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
+
+
+def _json(value: Any) -> str:
+    """JSON columns through orjson: the archiver writes every finished episode's messages."""
+    return orjson.dumps(value).decode()
 
 
 def make_engine(url: str) -> Engine:
     """An engine that fails fast when the database is down, instead of hanging a worker."""
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"timeout": 10})
+        engine = create_engine(url, connect_args={"timeout": 10}, json_serializer=_json)
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(connection: Any, _: Any) -> None:
@@ -20,4 +26,4 @@ def make_engine(url: str) -> Engine:
 
         return engine
     connect_args = {"connect_timeout": 5} if url.startswith("postgresql") else {}
-    return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+    return create_engine(url, pool_pre_ping=True, connect_args=connect_args, json_serializer=_json)
