@@ -17,11 +17,16 @@ SEED_BITS = 63
 _SEED_MASK = (1 << SEED_BITS) - 1
 
 
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+"""Built once: ``json.dumps`` with options builds an encoder per call, which cost more
+than the encoding in the per-turn seeds."""
+
+
 def canonical_json(value: Any) -> bytes:
     """Serialise ``value`` so that equal values always give equal bytes."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode()
+    return _CANONICAL.encode(value).encode()
 
 
 def stable_hash(*parts: Any) -> int:
