@@ -112,11 +112,12 @@ def test_wander_train_warmup_data_then_sft(service: ServiceProcess, tmp_path: Pa
     data = tmp_path / "warmup.jsonl"
     made = CliRunner().invoke(
         cli, ["train", "warmup-data", "-o", str(data), "-n", "6", "--url", service.url,
+              "--noise", "0",
               "--config", '{"min_random_move_prob": 1.0, "max_random_move_prob": 1.0}'],
     )  # fmt: skip
     assert made.exit_code == 0, made.output
     rows = [json.loads(line) for line in data.read_text().splitlines()]
-    assert len(rows) == 6 and "Wrote 6 of 6 games" in made.output  # minimax never loses to random
+    assert len(rows) == 6 and "Wrote 6 of 6 games" in made.output  # noiseless minimax never loses
     assert all("<think>" in row["messages"][-1]["content"] for row in rows)
     trained = CliRunner().invoke(
         cli, ["train", "sft", "--data", str(data), "--output-dir", str(tmp_path / "sft"),
