@@ -17,7 +17,7 @@ from client import WanderClient
 from service.archive.migrations import upgrade
 from tests.servers import ServiceProcess
 from trainer.config import GRPORunConfig, load_config
-from trainer.grpo import build_trainer, stratified_order
+from trainer.grpo import CISPO_EPSILON_HIGH, build_trainer, stratified_order
 from trainer.models import load
 from wander.cli import app as cli
 
@@ -65,6 +65,7 @@ def test_grpo_steps_train_on_the_models_tokens_only(
                 break
             time.sleep(0.1)
 
+    assert trainer.args.epsilon_high == CISPO_EPSILON_HIGH  # not TRL's 0.2 fallback
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses)
     assert any(not (before[n] == p).all() for n, p in model.named_parameters())

@@ -50,6 +50,7 @@ class TransformersBackend:
                 do_sample=True,
                 temperature=self.sampling.temperature,
                 top_p=self.sampling.top_p,
+                top_k=0,  # not the model's default (often 50): the loss assumes the full softmax
                 max_new_tokens=self.sampling.max_new_tokens,
                 pad_token_id=pad,
                 eos_token_id=self.tokenizer.eos_token_id,

@@ -36,6 +36,12 @@ def reward_function(component: str) -> Callable[..., list[float]]:
     return reward
 
 
+CISPO_EPSILON_HIGH = 5.0
+"""CISPO's cap on the importance weight. Left unset, TRL falls back to ``epsilon``
+(0.2), and since on-policy weights are 1, every token's weight is then cut to 0.2:
+a fifth of the learning rate. 5.0 is the value TRL's docs recommend (ScaleRL)."""
+
+
 def build_trainer(run: GRPORunConfig, client: WanderClient, model: Any, tokenizer: Any) -> Any:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
@@ -53,6 +59,8 @@ def build_trainer(run: GRPORunConfig, client: WanderClient, model: Any, tokenize
         **run.grpo,
         "reward_weights": [c.weight for c in info.reward_components],
     }
+    if options.get("loss_type") == "cispo":
+        options.setdefault("epsilon_high", CISPO_EPSILON_HIGH)
     args = GRPOConfig(**options)
     groups = args.generation_batch_size // args.num_generations
     order = stratified_order(run.examples, groups, args.seed)
