@@ -157,3 +157,32 @@ async def test_an_unreachable_store_is_503_with_retry_after(sqlite_url: str) -> 
             assert response.headers["retry-after"] == "1"
             assert error_of(response)["code"] == "store_unavailable"
         assert (await api.get("/healthz")).status_code == 200
+
+
+async def test_a_crashing_environment_gives_the_error_shape_on_every_route(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug is a 500, but still the documented shape, on the fast-routed step as on
+    a FastAPI-routed one (the score)."""
+    service = create_app(settings)
+    async with (
+        LifespanManager(service) as manager,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=manager.app, raise_app_exceptions=False),
+            base_url="http://wander.test",
+        ) as api,
+    ):
+        [episode] = await create(api, example=0)
+        env = service.state.engine.registry["tictactoe"]
+
+        def crash(*args: Any) -> Any:
+            raise RuntimeError("a bug in the environment")
+
+        monkeypatch.setattr(env, "step", crash)
+        monkeypatch.setattr(env, "score", crash)
+        for response in [
+            await step(api, episode["id"], "<move>4</move>", 0),
+            await api.get(f"/v1/episodes/{episode['id']}/score", params={"partial": True}),
+        ]:
+            assert response.status_code == 500
+            assert error_of(response)["code"] == "internal_error"
