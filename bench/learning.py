@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import tempfile
 import time
@@ -159,10 +160,12 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
 def write(report: dict[str, Any]) -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "learning.json").write_text(json.dumps(report, indent=2) + "\n")
+    games = report["args"]["eval_games"]
     lines = [
         f"Tiny model ({report['args']['hidden']} hidden, {report['args']['layers']} layers) "
         f"from scratch on CPU, {report['minutes']} minutes in all; each stage evaluated on "
-        f"{report['args']['eval_games']} eval games per opponent by the service.",
+        f"{games} eval games per opponent by the service (a rate's standard error is at "
+        f"most {50 / math.sqrt(games):.0f} points).",
         "",
         "| stage | vs random: win / draw / loss | vs optimal: win / draw / loss | format "
         "| games with an invalid move |",
