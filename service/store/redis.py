@@ -2,17 +2,21 @@
 
 Each episode is a hash ``{prefix}episode:{id}`` with fields ``v`` (version) and
 ``d`` (document). Reads and compare-and-set writes are Lua scripts that take
-many episodes at once, so a batch of steps costs one command and one round trip
-(redis-py packs commands in Python: a pipeline of one script call per episode
-cost more than the steps themselves), and each write is atomic on the server.
-Concurrent requests' reads and writes are coalesced into those bulk calls too
-(``service.store.coalesce``). The
-store remembers the last version it read or wrote of recent episodes, so that a
-step served by the same process needs a single round trip (its write); a stale
-memory only costs a failed compare-and-set and a fresh read. The archive backlog is the stream
-``{prefix}archive``, read through a consumer group: a record taken by an
-archiver that dies before acknowledging it is claimed by another after
-``claim_after_seconds``.
+many episodes at once, and each write is atomic on the server. A batch of steps
+is one script call, and so are the reads and writes of all the requests in
+flight during one event-loop turn (``service.store.coalesce``): redis-py packs
+commands in Python, and one command per episode cost more than the steps
+themselves.
+
+The store remembers the last version it read or wrote of recent episodes, so
+that a step served by the same process needs a single round trip (its write);
+a stale memory only costs a failed compare-and-set and a fresh read. The
+archive backlog is the stream ``{prefix}archive``, read through a consumer
+group: a record taken by an archiver that dies before acknowledging it is
+claimed by another after ``claim_after_seconds``.
+
+The scripts touch several keys, so the store needs a single Redis server (or a
+replicated one), not Redis Cluster.
 """
 
 from __future__ import annotations
