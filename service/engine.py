@@ -112,6 +112,7 @@ class Engine:
             seed = example_seed(env.name, request.split, config.seed, example)
 
         state, messages = env.reset(config, examples[example], seed)
+        stamp = now()
         template: StoredEpisode = {
             "id": "",
             "env": env.name,
@@ -130,8 +131,8 @@ class Engine:
             "step_rewards": [],
             "total": env.total(env.score(config, state).components),
             "last_step": None,
-            "created_at": now(),
-            "updated_at": now(),
+            "created_at": stamp,
+            "updated_at": stamp,
             "finished_at": None,
         }
         ids = [_new_id("ep") for _ in range(request.n)]
