@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from typing import Any, Literal
@@ -87,6 +88,7 @@ def random_move_prob(config: TicTacToeConfig, split: str, index: int) -> float:
     return lo + width * (stratum + draw)
 
 
+@functools.cache  # at most 3^9 boards; rendering was a tenth of a step
 def render_board(board: str) -> str:
     """The board with X, O and the numbers of the empty cells."""
     cells = [mark if mark != EMPTY else str(i) for i, mark in enumerate(board)]
@@ -226,5 +228,10 @@ def _opponent_move(board: str, random_move_prob: float, rng: random.Random) -> i
 
 
 def _your_turn(news: str, board: str) -> str:
+    return f"{news}\n\n{_position(board)}\nYour turn."
+
+
+@functools.cache
+def _position(board: str) -> str:
     available = ", ".join(map(str, legal_moves(board)))
-    return f"{news}\n\n{render_board(board)}\n\nAvailable positions: {available}\nYour turn."
+    return f"{render_board(board)}\n\nAvailable positions: {available}"

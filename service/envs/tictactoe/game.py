@@ -7,6 +7,7 @@ solved once at import, so choosing an optimal move is a dictionary lookup.
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 Player = Literal["X", "O"]
@@ -25,6 +26,7 @@ def other(player: Player) -> Player:
     return "O" if player == "X" else "X"
 
 
+@functools.cache  # at most 3^9 boards
 def winner(board: str) -> Outcome | None:
     """``X`` or ``O`` if that player has a line, ``draw`` if the board is full, else None."""
     for a, b, c in LINES:
