@@ -3,9 +3,9 @@
 They are plain dicts encoded with orjson, not pydantic models. The engine wrote
 every stored document itself, so validating it again at every step, and
 building response models only to dump them, was most of a step's cost. The
-shapes are the wire models' (``client.models``): a ``StepResult`` dict dumps to
-exactly the JSON a ``StepResult`` would, and the tests parse it back with the
-model.
+responses keep the wire models' shapes; those models (``client.models``) stay
+their one definition, and the client and the tests parse every response with
+them.
 """
 
 from __future__ import annotations
@@ -17,45 +17,14 @@ import orjson
 
 from service.envs.sdk import Message
 
+Episode = dict[str, Any]
+"""A new episode as a JSON-ready dict, shaped as ``client.models.Episode``."""
 
-class Episode(TypedDict):
-    """``client.models.Episode``: a new episode, as created."""
+StepResult = dict[str, Any]
+"""A step's result as a JSON-ready dict, shaped as ``client.models.StepResult``."""
 
-    id: str
-    env: str
-    split: str
-    example: int
-    seed: int
-    group: str
-    run: str | None
-    turn: int
-    done: bool
-    observation: list[Message]
-    info: dict[str, Any]
-
-
-class StepResult(TypedDict):
-    """``client.models.StepResult``."""
-
-    episode_id: str
-    turn: int
-    observation: list[Message]
-    reward: float
-    done: bool
-    info: dict[str, Any]
-
-
-class ErrorInfo(TypedDict):
-    code: str
-    message: str
-    details: Any
-
-
-class StepError(TypedDict):
-    """``client.models.StepError``: the result of one failed step of a batch."""
-
-    episode_id: str
-    error: ErrorInfo
+StepError = dict[str, Any]
+"""A failed step of a batch, shaped as ``client.models.StepError``."""
 
 
 class LastStep(TypedDict):

@@ -28,8 +28,9 @@ from client.models import (
     StepResult,
 )
 from service.api.deps import EngineDep
-from service.api.errors import ERROR_RESPONSES
+from service.api.errors import ERROR_RESPONSES, NOT_JSON
 from service.engine import Engine
+from service.errors import WanderError
 
 router = APIRouter(prefix="/v1", tags=["episodes"], responses=ERROR_RESPONSES)
 
@@ -63,10 +64,9 @@ def add_body_schemas(openapi: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _parse(request: Request, adapter: TypeAdapter[Body]) -> Body:
-    """The JSON body, or the errors FastAPI itself raises for a bad one."""
+    """The JSON body, with the errors FastAPI's own parsing gives the other routes."""
     if "json" not in request.headers.get("content-type", ""):
-        missing = {"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}
-        raise RequestValidationError([missing])
+        raise WanderError(NOT_JSON)  # bad_request
     try:
         return adapter.validate_json(await request.body())
     except ValidationError as exc:

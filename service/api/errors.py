@@ -37,6 +37,7 @@ STATUS_BY_CODE = {
     "database_unavailable": 503,
 }
 RETRY_AFTER_SECONDS = 1
+NOT_JSON = "send the body as JSON, with Content-Type: application/json"
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse} for status in sorted(set(STATUS_BY_CODE.values()))
@@ -70,9 +71,7 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     if "json" not in request.headers.get("content-type", "") and any(
         error["loc"] == ("body",) for error in errors
     ):
-        return error_response(
-            400, "bad_request", "send the body as JSON, with Content-Type: application/json"
-        )
+        return error_response(400, "bad_request", NOT_JSON)
     details = [
         {"loc": list(error["loc"]), "msg": error["msg"], "type": error["type"]} for error in errors
     ]
