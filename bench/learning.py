@@ -17,11 +17,10 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from client import AssistantMessage, AsyncWanderClient, Message, WanderClient
+from client import AsyncWanderClient, WanderClient
 from client.evaluation import evaluate
 from client.policies import MinimaxPolicy
 from service.archive.migrations import upgrade
@@ -29,7 +28,7 @@ from tests.servers import ServiceProcess
 from trainer.backends import Sampling, TransformersBackend
 from trainer.config import GRPORunConfig
 from trainer.grpo import build_trainer as grpo_trainer
-from trainer.rollout import render
+from trainer.policy import BackendPolicy
 from trainer.sft import build_trainer as sft_trainer
 from trainer.tiny import build_model, build_tokenizer
 
@@ -38,22 +37,6 @@ OPPONENTS = {
     "random": {"min_random_move_prob": 1.0, "max_random_move_prob": 1.0},
     "optimal": {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0},
 }
-TRAIN_OPPONENT = {"min_random_move_prob": 0.2, "max_random_move_prob": 0.7}
-
-
-class LocalPolicy:
-    """A transformers model in this process, as a policy for the evaluation runner."""
-
-    def __init__(self, model: Any, tokenizer: Any, max_new_tokens: int) -> None:
-        self.tokenizer = tokenizer
-        self.backend = TransformersBackend(model, tokenizer, Sampling(max_new_tokens, 1.0, 1.0))
-
-    async def act(self, messages: Sequence[Message], tools: Any = None) -> AssistantMessage:
-        prompt = render(self.tokenizer, [m.model_dump(mode="json") for m in messages], True)
-        ids = self.tokenizer.encode(prompt, add_special_tokens=False)
-        [generation] = self.backend.generate([ids])
-        text = self.tokenizer.decode(generation.token_ids, skip_special_tokens=True)
-        return AssistantMessage(content=text)
 
 
 async def _evaluate(url: str, policy: Any, games: int, run: str) -> dict[str, dict[str, float]]:
@@ -62,7 +45,7 @@ async def _evaluate(url: str, policy: Any, games: int, run: str) -> dict[str, di
         for name, config in OPPONENTS.items():
             result = await evaluate(
                 wander, "tictactoe", policy, examples=games, config=config, split="eval",
-                run=f"{run}-{name}", concurrency=1, progress=False,
+                run=f"{run}-{name}", concurrency=32, progress=False,
             )  # fmt: skip
             summary = result.summary
             rates = summary.metrics["outcome"].rates  # type: ignore[union-attr]
@@ -81,12 +64,23 @@ def main() -> None:
     parser.add_argument("--warmup-games", type=int, default=300)
     parser.add_argument("--sft-steps", type=int, default=400)
     parser.add_argument("--grpo-steps", type=int, default=40)
+    parser.add_argument("--grpo-prompts", type=int, default=4, help="episode groups per step")
+    parser.add_argument("--grpo-lr", type=float, default=2e-4)
+    parser.add_argument(
+        "--train-opponent", type=float, nargs=2, default=(0.2, 0.7), metavar=("MIN", "MAX"),
+        help="the training opponent's random-move probability range (the talk's stage 1)",
+    )  # fmt: skip
     parser.add_argument("--eval-games", type=int, default=50)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument(
         "--max-tokens-per-turn", type=int, default=64,
         help="the warm-up answers are about 45 tokens; less cuts them off",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sft-checkpoint", type=Path,
+        help="where the SFT model is kept: loaded from there if it exists (the base and SFT "
+        "stages are then skipped), else saved there, to try GRPO settings on one warm-up",
     )  # fmt: skip
     args = parser.parse_args()
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -109,44 +103,43 @@ def main() -> None:
 
 
 def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
-    tokenizer = build_tokenizer()
-    model = build_model(tokenizer, hidden_size=args.hidden, layers=args.layers)
-    report: dict[str, Any] = {"args": vars(args), "stages": {}}
+    options = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    report: dict[str, Any] = {"args": options, "stages": {}}
     stage = report["stages"]
+    low, high = args.train_opponent
+    train_opponent = {"min_random_move_prob": low, "max_random_move_prob": high}
 
     def evaluate_stage(name: str) -> None:
-        policy = LocalPolicy(model, tokenizer, args.max_tokens_per_turn)
+        started = time.time()
+        sampling = Sampling(args.max_tokens_per_turn, 1.0, 1.0)
+        policy = BackendPolicy(TransformersBackend(model, tokenizer, sampling), tokenizer)
         stage[name] = asyncio.run(_evaluate(url, policy, args.eval_games, name))
-        print(name, stage[name], flush=True)
+        print(f"{name} ({time.time() - started:.0f} s):", stage[name], flush=True)
 
-    evaluate_stage("base")
+    checkpoint: Path | None = args.sft_checkpoint
+    if checkpoint is not None and checkpoint.exists():
+        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    async def warmup() -> None:
-        async with AsyncWanderClient(url) as wander:
-            await evaluate(
-                wander, "tictactoe", MinimaxPolicy(noise=0.1, seed=0), examples=args.warmup_games,
-                config=TRAIN_OPPONENT, run="warmup", progress=False,
-            )  # fmt: skip
-
-    asyncio.run(warmup())
-    time.sleep(2)
-    with WanderClient(url) as wander:
-        rows = wander.export("warmup", exclude_outcome=["loss"], status="done")
-    options = {
-        "output_dir": str(scratch / "sft"), "max_steps": args.sft_steps, "learning_rate": 3e-3,
-        "per_device_train_batch_size": 16, "logging_steps": 50, "max_length": 1024,
-        "lr_scheduler_type": "cosine", "warmup_steps": 20,
-    }  # fmt: skip
-    sft_trainer(rows, model, tokenizer, options).train()
+        tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+        model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    else:
+        tokenizer = build_tokenizer()
+        model = build_model(tokenizer, hidden_size=args.hidden, layers=args.layers)
+        evaluate_stage("base")
+        warm_up(url, model, tokenizer, args, train_opponent, scratch)
+        if checkpoint is not None:
+            model.save_pretrained(checkpoint)
+            tokenizer.save_pretrained(checkpoint)
     evaluate_stage("sft")
 
     run = GRPORunConfig(
         model="tiny", url=url, env="tictactoe", examples=4096, run="grpo",
-        env_config={**TRAIN_OPPONENT, "num_groups": 4}, output_dir=str(scratch / "grpo"),
-        max_completion_length=768,
+        env_config={**train_opponent, "num_groups": args.grpo_prompts},
+        output_dir=str(scratch / "grpo"), max_completion_length=768,
         sampling={"max_tokens_per_turn": args.max_tokens_per_turn, "temperature": 1.0},
-        grpo={"num_generations": 8, "generation_batch_size": 32, "per_device_train_batch_size": 32,
-              "max_steps": args.grpo_steps, "learning_rate": 2e-4, "logging_steps": 1,
+        grpo={"num_generations": 8, "generation_batch_size": 8 * args.grpo_prompts,
+              "per_device_train_batch_size": 8 * args.grpo_prompts,
+              "max_steps": args.grpo_steps, "learning_rate": args.grpo_lr, "logging_steps": 1,
               "loss_type": "cispo", "beta": 0.0, "save_strategy": "no"},
     )  # fmt: skip
     with WanderClient(url) as wander:
@@ -155,6 +148,35 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
     report["curve"] = [e for e in trainer.state.log_history if "reward" in e]
     evaluate_stage("grpo")
     return report
+
+
+def warm_up(
+    url: str,
+    model: Any,
+    tokenizer: Any,
+    args: argparse.Namespace,
+    opponent: dict[str, float],
+    scratch: Path,
+) -> None:
+    """SFT on the non-lost games of the noisy minimax baseline."""
+
+    async def play() -> None:
+        async with AsyncWanderClient(url) as wander:
+            await evaluate(
+                wander, "tictactoe", MinimaxPolicy(noise=0.1, seed=0), examples=args.warmup_games,
+                config=opponent, run="warmup", progress=False,
+            )  # fmt: skip
+
+    asyncio.run(play())
+    time.sleep(2)  # the archiver's flush interval
+    with WanderClient(url) as wander:
+        rows = wander.export("warmup", exclude_outcome=["loss"], status="done")
+    options = {
+        "output_dir": str(scratch / "sft"), "max_steps": args.sft_steps, "learning_rate": 3e-3,
+        "per_device_train_batch_size": 16, "logging_steps": 50, "max_length": 1024,
+        "lr_scheduler_type": "cosine", "warmup_steps": 20,
+    }  # fmt: skip
+    sft_trainer(rows, model, tokenizer, options).train()
 
 
 def write(report: dict[str, Any]) -> None:

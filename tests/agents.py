@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Any
 
+from client import Message
+from client.policies.tictactoe import read_board
 from service.envs.tictactoe.game import legal_moves, optimal_moves
+from trainer.backends import Generation
 
 Agent = Callable[[str], str]
 
@@ -21,3 +25,24 @@ def perfect_agent(board: str) -> str:
 def random_agent(seed: int) -> Agent:
     rng = random.Random(seed)
     return lambda board: answer(rng.choice(legal_moves(board)))
+
+
+class ScriptedBackend:
+    """Answers like the minimax baseline, reading the board the service last sent."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.generated: list[list[int]] = []
+        self.batch_sizes: list[int] = []
+
+    def generate(self, prompts: list[list[int]]) -> list[Generation]:
+        self.batch_sizes.append(len(prompts))
+        out = []
+        for prompt in prompts:
+            text = self.tokenizer.decode(prompt).split("<|im_start|>user")[-1]
+            board = read_board([Message(role="user", content=text)])
+            ids = self.tokenizer.encode(perfect_agent(board), add_special_tokens=False)
+            ids.append(self.tokenizer.eos_token_id)
+            self.generated.append(ids)
+            out.append(Generation(ids, [-0.5] * len(ids)))
+        return out

@@ -2,37 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from client import Message, WanderClient
-from client.policies.tictactoe import read_board
-from tests.agents import perfect_agent
+from client import WanderClient
+from tests.agents import ScriptedBackend
 from tests.servers import ServiceProcess
-from trainer.backends import Generation
 from trainer.rollout import WanderRollout, example_prompt, render
 from trainer.tiny import build_tokenizer
 
 COMPONENTS = ["win", "format", "invalid_move"]
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
-
-
-class ScriptedBackend:
-    """Answers like the minimax baseline, reading the board the service last sent."""
-
-    def __init__(self, tokenizer: Any) -> None:
-        self.tokenizer = tokenizer
-        self.generated: list[list[int]] = []
-
-    def generate(self, prompts: list[list[int]]) -> list[Generation]:
-        out = []
-        for prompt in prompts:
-            text = self.tokenizer.decode(prompt).split("<|im_start|>user")[-1]
-            board = read_board([Message(role="user", content=text)])
-            ids = self.tokenizer.encode(perfect_agent(board), add_special_tokens=False)
-            ids.append(self.tokenizer.eos_token_id)
-            self.generated.append(ids)
-            out.append(Generation(ids, [-0.5] * len(ids)))
-        return out
 
 
 def test_completion_is_model_and_environment_tokens_with_the_mask(live: ServiceProcess) -> None:
