@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import httpx
 import pytest
 from starlette.types import ASGIApp
+from typer.testing import CliRunner
 
 from client import AsyncWanderClient
 from client.evaluation import evaluate
 from tests.agents import ScriptedBackend
+from tests.servers import ServiceProcess
 from trainer.backends import Generation
 from trainer.policy import BackendPolicy
-from trainer.tiny import build_tokenizer
+from trainer.tiny import build_model, build_tokenizer
+from wander.cli import app as cli
 
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
 
@@ -51,6 +57,28 @@ async def test_a_failing_backend_fails_every_waiting_game(app: ASGIApp) -> None:
 
     assert result.summary.errors == 4
     assert all("out of memory" in (r.error or "") for r in result.results)
+
+
+def test_wander_eval_plays_a_saved_checkpoint(live: ServiceProcess, tmp_path: Path) -> None:
+    tokenizer = build_tokenizer()
+    build_model(tokenizer).save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    args = ["eval", "tictactoe", "--policy", "transformers", "--model", str(tmp_path / "model"),
+            "--max-tokens", "4", "-n", "3", "--config", json.dumps(OPTIMAL), "--url", live.url,
+            "--output", str(tmp_path / "r.jsonl")]  # fmt: skip
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "120"})
+
+    assert result.exit_code == 0, result.output
+    assert "3 episodes scored, 0 errors" in result.output
+    # An untrained model writes no move: every game runs out of turns.
+    rows = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert [row["metrics"]["outcome"] for row in rows] == ["loss"] * 3
+    assert all(row["metrics"]["invalid_moves"] == 8 for row in rows)
+
+
+def test_wander_eval_transformers_needs_a_model(live: ServiceProcess) -> None:
+    result = CliRunner().invoke(cli, ["eval", "tictactoe", "--policy", "transformers"])
+    assert result.exit_code == 2 and "checkpoint directory" in result.output
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from client import AssistantMessage, Message
-from trainer.backends import Backend
+from trainer.backends import Backend, Sampling, TransformersBackend
+from trainer.models import load
 from trainer.rollout import render
 
 
@@ -47,3 +48,9 @@ class BackendPolicy:
             return
         for (_, answer), text in zip(batch, texts, strict=True):
             answer.set_result(text)
+
+
+def transformers_policy(model: str, sampling: Sampling) -> BackendPolicy:
+    """``model`` (a checkpoint directory, a hub id, or ``tiny``) sampled in this process."""
+    weights, tokenizer = load(model)
+    return BackendPolicy(TransformersBackend(weights, tokenizer, sampling), tokenizer)

@@ -43,15 +43,22 @@ def envs(url: UrlOption = None, api_key: ApiKeyOption = None) -> None:
 def evaluate(
     env: Annotated[str, typer.Argument(help="The environment.")],
     policy: Annotated[PolicyName, typer.Option(help="What plays.")] = PolicyName.openai,
-    model: Annotated[str | None, typer.Option(help="openai: the model name.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="openai: the model name; transformers: a checkpoint, hub id or tiny."),
+    ] = None,
     base_url: Annotated[
         str | None, typer.Option(help="openai: the endpoint [default: OpenAI's].")
     ] = None,
     api_key_env: Annotated[
         str, typer.Option(help="openai: environment variable holding the key.")
     ] = "OPENAI_API_KEY",
-    temperature: Annotated[float | None, typer.Option(help="openai: sampling temperature.")] = None,
-    max_tokens: Annotated[int | None, typer.Option(help="openai: tokens per answer.")] = None,
+    temperature: Annotated[
+        float | None, typer.Option(help="openai/transformers: sampling temperature.")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(help="openai/transformers: tokens per answer.")
+    ] = None,
     noise: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="minimax: chance of a random move.")
     ] = 0.0,

@@ -7,11 +7,14 @@ from typing import Annotated, Any
 
 import typer
 
+from wander.commands.train import require_trainer
+
 policy = typer.Typer(help="Baseline policies.", no_args_is_help=True)
 
 
 class PolicyName(StrEnum):
     openai = "openai"
+    transformers = "transformers"
     minimax = "minimax"
     random = "random"
 
@@ -42,9 +45,31 @@ def make_policy(
             api_key_env=api_key_env,
             sampling=sampling,
         )
+    if name.value == "transformers":
+        return _transformers_policy(model, sampling or {})
     if name.value == "minimax":
         return MinimaxPolicy(noise=noise, seed=seed)
     return RandomPolicy(seed=seed)
+
+
+def _transformers_policy(model: str | None, sampling: dict[str, Any]) -> Any:
+    if not model:
+        raise typer.BadParameter(
+            "the transformers policy needs --model: a checkpoint directory, a hub id or tiny",
+            param_hint="--model",
+        )
+    require_trainer()
+    from trainer.backends import Sampling
+    from trainer.policy import transformers_policy
+
+    defaults = Sampling()
+    return transformers_policy(
+        model,
+        Sampling(
+            sampling.get("max_tokens", defaults.max_new_tokens),
+            sampling.get("temperature", defaults.temperature),
+        ),
+    )
 
 
 @policy.command("serve")

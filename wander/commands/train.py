@@ -15,12 +15,12 @@ train = typer.Typer(help="Train a policy (needs: pip install 'wander-rl\\[traine
                     no_args_is_help=True)  # fmt: skip
 
 
-def _require_trainer() -> None:
+def require_trainer() -> None:
     try:
         import trl  # noqa: F401
     except ImportError as exc:
         raise typer.BadParameter(
-            f"training needs the trainer extra ({exc.name} is missing): "
+            f"this needs the trainer extra ({exc.name} is missing): "
             "pip install 'wander-rl[trainer]'"
         ) from exc
 
@@ -31,7 +31,7 @@ def grpo(
     url: UrlOption = None,
 ) -> None:
     """GRPO with TRL, playing episodes on the service over HTTP (see trainer/configs/)."""
-    _require_trainer()
+    require_trainer()
     from client import WanderClient
     from trainer.config import load_config
     from trainer.grpo import build_trainer
@@ -62,7 +62,7 @@ def sft(
     max_steps: Annotated[int, typer.Option(help="Overrides epochs when > 0.")] = -1,
 ) -> None:
     """Supervised warm-up on chat transcripts (TRL SFTTrainer)."""
-    _require_trainer()
+    require_trainer()
     from trainer.models import load
     from trainer.sft import build_trainer, load_transcripts
 
