@@ -126,13 +126,12 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         stage[name] = asyncio.run(_evaluate(url, policy, games, name))
         print(f"{name} ({time.time() - started:.0f} s):", stage[name], flush=True)
 
-    checkpoint: Path | None = args.sft_checkpoint
-    record = checkpoint / "stages.json" if checkpoint is not None else None
-    if checkpoint is not None and record is not None and record.exists():
+    record = args.sft_checkpoint / "stages.json" if args.sft_checkpoint else None
+    if record is not None and record.exists():
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-        model = AutoModelForCausalLM.from_pretrained(checkpoint)
+        tokenizer = AutoTokenizer.from_pretrained(record.parent)
+        model = AutoModelForCausalLM.from_pretrained(record.parent)
         earlier = json.loads(record.read_text())
         report["args"].update(earlier["args"])  # the stages it ran decide these
         stage.update(earlier["stages"])
@@ -144,9 +143,9 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         evaluate_stage("base", min(args.eval_games, BASE_EVAL_GAMES))
         warm_up(url, model, tokenizer, args, train_opponent, scratch)
         evaluate_stage("sft", args.eval_games)
-        if checkpoint is not None and record is not None:
-            model.save_pretrained(checkpoint)
-            tokenizer.save_pretrained(checkpoint)
+        if record is not None:
+            model.save_pretrained(record.parent)
+            tokenizer.save_pretrained(record.parent)
             kept = ("warmup_games", "sft_steps", "hidden", "layers", "eval_games")
             earlier = {
                 "args": {key: report["args"][key] for key in kept},
