@@ -22,6 +22,12 @@ from wander.cli import app as cli
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
 
 
+@pytest.fixture
+def store_kind() -> str:
+    """These tests play through the ASGI app on the real Redis store."""
+    return "redis"
+
+
 def asgi_client(app: ASGIApp) -> AsyncWanderClient:
     return AsyncWanderClient("http://wander.test", transport=httpx.ASGITransport(app=app))
 
@@ -79,8 +85,3 @@ def test_wander_eval_plays_a_saved_checkpoint(live: ServiceProcess, tmp_path: Pa
 def test_wander_eval_transformers_needs_a_model(live: ServiceProcess) -> None:
     result = CliRunner().invoke(cli, ["eval", "tictactoe", "--policy", "transformers"])
     assert result.exit_code == 2 and "checkpoint directory" in result.output
-
-
-@pytest.fixture
-def store_kind() -> str:
-    return "redis"
