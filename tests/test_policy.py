@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from starlette.types import ASGIApp
 from typer.testing import CliRunner
 
-from client import AsyncWanderClient
+from client import AsyncWanderClient, Message
 from client.evaluation import evaluate
 from tests.agents import ScriptedBackend
 from tests.servers import ServiceProcess
@@ -85,3 +86,38 @@ def test_wander_eval_plays_a_saved_checkpoint(live: ServiceProcess, tmp_path: Pa
 def test_wander_eval_transformers_needs_a_model(live: ServiceProcess) -> None:
     result = CliRunner().invoke(cli, ["eval", "tictactoe", "--policy", "transformers"])
     assert result.exit_code == 2 and "checkpoint directory" in result.output
+
+
+class RecordingBackend:
+    """Echoes nothing, instantly, and keeps the size of each batch it was given."""
+
+    def __init__(self) -> None:
+        self.batch_sizes: list[int] = []
+
+    def generate(self, prompts: list[list[int]]) -> list[Generation]:
+        self.batch_sizes.append(len(prompts))
+        return [Generation([], []) for _ in prompts]
+
+
+async def _ask_staggered(policy: BackendPolicy, games: int, gap: float) -> None:
+    async def ask(delay: float) -> None:
+        await asyncio.sleep(delay)
+        await policy.act([Message(role="user", content="Your move.")])
+
+    await asyncio.gather(*(ask(i * gap) for i in range(games)))
+
+
+async def test_games_asking_a_few_ms_apart_are_generated_together() -> None:
+    # Six games ask 50 ms apart, 250 ms from first to last: a lull of 200 ms
+    # never comes, so they are one batch (a window from the first would split them).
+    backend = RecordingBackend()
+    policy = BackendPolicy(backend, build_tokenizer(), gather_seconds=0.2, max_wait_seconds=5)
+    await _ask_staggered(policy, games=6, gap=0.05)
+    assert backend.batch_sizes == [6]
+
+
+async def test_a_steady_stream_of_requests_is_cut_at_max_wait() -> None:
+    backend = RecordingBackend()
+    policy = BackendPolicy(backend, build_tokenizer(), gather_seconds=1, max_wait_seconds=0.25)
+    await _ask_staggered(policy, games=8, gap=0.1)
+    assert len(backend.batch_sizes) >= 2 and sum(backend.batch_sizes) == 8

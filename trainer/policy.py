@@ -17,14 +17,27 @@ class BackendPolicy:
     """Answers with ``backend``, one templated prompt per game.
 
     The runner plays many games at once and asks each for its move separately.
-    The requests that arrive within ``gather_seconds`` of the first are
-    generated as one batch: on a CPU that is several times faster than one at
-    a time, and on a vLLM server it is one request instead of many.
+    Requests are gathered until none has come for ``gather_seconds``, then
+    generated as one batch: on a CPU that is several times faster than one at a
+    time, on a GPU a batch costs about what one prompt does, and on a vLLM server
+    it is one request instead of many. Waiting for a lull rather than a fixed
+    window matters: after a batch, its games step the service and ask again a few
+    milliseconds apart, and a window opened by the first would split them into
+    many small batches. ``max_wait_seconds`` bounds the wait under a steady stream.
     """
 
-    def __init__(self, backend: Backend, tokenizer: Any, gather_seconds: float = 0.01) -> None:
-        self.backend, self.tokenizer, self.gather_seconds = backend, tokenizer, gather_seconds
+    def __init__(
+        self,
+        backend: Backend,
+        tokenizer: Any,
+        gather_seconds: float = 0.01,
+        max_wait_seconds: float = 0.5,
+    ) -> None:
+        self.backend, self.tokenizer = backend, tokenizer
+        self.gather_seconds, self.max_wait_seconds = gather_seconds, max_wait_seconds
         self._pending: list[tuple[list[int], asyncio.Future[str]]] = []
+        self._opened = 0.0
+        self._timer: asyncio.TimerHandle | None = None
 
     async def act(self, messages: Sequence[Message], tools: Any = None) -> AssistantMessage:
         prompt = render(self.tokenizer, [m.model_dump(mode="json") for m in messages], True)
@@ -32,11 +45,16 @@ class BackendPolicy:
         answer: asyncio.Future[str] = loop.create_future()
         self._pending.append((self.tokenizer.encode(prompt, add_special_tokens=False), answer))
         if len(self._pending) == 1:
-            loop.call_later(self.gather_seconds, self._generate)
+            self._opened = loop.time()
+        if self._timer is not None:
+            self._timer.cancel()
+        deadline = self._opened + self.max_wait_seconds
+        delay = min(self.gather_seconds, deadline - loop.time())
+        self._timer = loop.call_later(max(delay, 0.0), self._generate)
         return AssistantMessage(content=await answer)
 
     def _generate(self) -> None:
-        batch, self._pending = self._pending, []
+        batch, self._pending, self._timer = self._pending, [], None
         try:
             generations = self.backend.generate([ids for ids, _ in batch])
             texts = self.tokenizer.batch_decode(
