@@ -1,12 +1,14 @@
-"""The learning benchmark: tiny model from scratch -> SFT warm-up -> GRPO, on CPU,
-against a live service, each stage evaluated by the service.
+"""The learning benchmark: tiny model from scratch -> SFT warm-up -> GRPO, on the
+CPU (or a GPU where there is one), against a live service, each stage evaluated by
+the service.
 
-    python -m bench.learning [--grpo-steps 20] [--grpo-prompts 16] [--loss-type grpo]
-                             [--sft-checkpoint DIR] [--help for the rest]
+    python -m bench.learning [--grpo-steps 60] [--grpo-prompts 16] [--loss-type grpo]
+                             [--hidden 128] [--layers 4] [--sft-checkpoint DIR]
+                             [--results DIR] [--help for the rest]
 
-Writes bench/results/learning.md (the table, with the 95% interval of RL's gain
-in wins over SFT), learning.json and learning.png (reward components per GRPO
-step). About 50 minutes on 2 CPU cores.
+Writes learning.md (the table, with the 95% interval of RL's gain in wins over
+SFT), learning.json and learning.png (reward components per GRPO step) to
+bench/results/. About two hours on 2 CPU cores.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warmup-games", type=int, default=1000)
     parser.add_argument("--sft-steps", type=int, default=400)
-    parser.add_argument("--grpo-steps", type=int, default=20)
+    parser.add_argument("--grpo-steps", type=int, default=60)
     parser.add_argument("--grpo-prompts", type=int, default=16, help="episode groups per step")
     parser.add_argument("--grpo-lr", type=float, default=3e-4)
     parser.add_argument(
@@ -78,7 +80,7 @@ def main() -> None:
         help="the training opponent's random-move probability range; the talk's stage 1 "
         "(0.2-0.7) gives this tiny model too few wins to learn from",
     )  # fmt: skip
-    parser.add_argument("--eval-games", type=int, default=300)
+    parser.add_argument("--eval-games", type=int, default=500)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument(
@@ -90,6 +92,10 @@ def main() -> None:
         help="where the SFT model and its stages' results are kept: loaded from there if "
         "they exist (only GRPO then runs), else saved there; to try GRPO settings on one "
         "warm-up",
+    )  # fmt: skip
+    parser.add_argument(
+        "--results", type=Path, default=RESULTS,
+        help="where the table, the JSON and the curve go",
     )  # fmt: skip
     args = parser.parse_args()
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -109,7 +115,8 @@ def main() -> None:
             server.kill()
     minutes = (time.time() - started) / 60 + report.pop("earlier_minutes", 0.0)
     report["minutes"] = round(minutes, 1)
-    write(report)
+    report["device"] = _device()
+    write(report, args.results)
 
 
 def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
@@ -140,6 +147,7 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         started = time.time()
         tokenizer = build_tokenizer()
         model = build_model(tokenizer, hidden_size=args.hidden, layers=args.layers)
+        model.to("cuda" if _device() != "CPU" else "cpu")  # the trainers would move it later
         evaluate_stage("base", min(args.eval_games, BASE_EVAL_GAMES))
         warm_up(url, model, tokenizer, args, train_opponent, scratch)
         evaluate_stage("sft", args.eval_games)
@@ -201,14 +209,22 @@ def warm_up(
     sft_trainer(rows, model, tokenizer, options).train()
 
 
-def write(report: dict[str, Any]) -> None:
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "learning.json").write_text(json.dumps(report, indent=2) + "\n")
+def _device() -> str:
+    """What trained: the GPU's name where TRL used one, else ``CPU``."""
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
+
+
+def write(report: dict[str, Any], results: Path) -> None:
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "learning.json").write_text(json.dumps(report, indent=2) + "\n")
     args, stages = report["args"], report["stages"]
     games = args["eval_games"]
     low, high = args["train_opponent"]
     lines = [
-        f"Tiny model ({args['hidden']} hidden, {args['layers']} layers) from scratch on CPU, "
+        f"Tiny model ({args['hidden']} hidden, {args['layers']} layers) from scratch on "
+        f"{report['device']}, "
         f"{report['minutes']} minutes in all: {args['warmup_games']} warm-up games, "
         f"{args['sft_steps']} SFT steps, {args['grpo_steps']} GRPO steps of "
         f"{args['grpo_prompts']} x 8 games against a {low:.0%}-{high:.0%} random opponent "
@@ -238,12 +254,12 @@ def write(report: dict[str, Any]) -> None:
         f"(95% interval {100 * (after - before - 1.96 * error):+.0f} to "
         f"{100 * (after - before + 1.96 * error):+.0f}).",
     ]
-    (RESULTS / "learning.md").write_text("\n".join(lines) + "\n")
-    plot(report["curve"], RESULTS / "learning.png")
+    (results / "learning.md").write_text("\n".join(lines) + "\n")
+    plot(report["curve"], report["device"], results / "learning.png")
     print("\n".join(lines))
 
 
-def plot(curve: list[dict[str, Any]], path: Path) -> None:
+def plot(curve: list[dict[str, Any]], device: str, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -256,7 +272,7 @@ def plot(curve: list[dict[str, Any]], path: Path) -> None:
     axis.set(
         xlabel="GRPO step",
         ylabel="mean over the batch",
-        title="GRPO on tic-tac-toe (tiny model, CPU)",
+        title=f"GRPO on tic-tac-toe (tiny model, {device})",
     )
     axis.legend()
     figure.tight_layout()
