@@ -40,12 +40,14 @@ def test_completion_is_model_and_environment_tokens_with_the_mask(live: ServiceP
         assert output["prompt_ids"][i] == tokenizer.encode(render(tokenizer, messages[:2], True))
         full = tokenizer.decode(output["prompt_ids"][i] + completion)
         assert full == render(tokenizer, messages[:-1], False).removesuffix("\n")
+        # The unmasked tokens are exactly the model's turns, each as the backend
+        # generated it (its end-of-turn token included), and nothing else.
         model = [t for t, m in zip(completion, mask, strict=True) if m == 1]
-        turns = [ids for ids in backend.generated if ids]
-        assert len([m for m in messages if m["role"] == "assistant"]) == record.turn
-        assert (
-            tokenizer.decode(model) == "".join(tokenizer.decode(ids) for ids in turns[:0]) or model
-        )
+        answers = [m["content"] for m in messages if m["role"] == "assistant"]
+        assert len(answers) == record.turn
+        turn_ids = [tokenizer.encode(a, add_special_tokens=False) for a in answers]
+        assert model == [t for ids in turn_ids for t in [*ids, tokenizer.eos_token_id]]
+        assert all(ids + [tokenizer.eos_token_id] in backend.generated for ids in turn_ids)
         environment = [t for t, m in zip(completion, mask, strict=True) if m == 0]
         assert tokenizer.decode(environment).count("<|im_start|>user") == record.turn - 1
         assert all(lp == 0.0 for lp, m in zip(output["logprobs"][i], mask, strict=True) if m == 0)
