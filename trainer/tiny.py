@@ -1,9 +1,10 @@
 """``--model tiny``: a small decoder and a tokenizer built offline, for CPU runs and tests.
 
-Nothing is downloaded: the tokenizer is a byte-level BPE trained on text the
-environments themselves produce (prompts, boards, answers), with a ChatML chat
-template; the model is a freshly initialised Llama-style decoder from a config.
-Hub ids (``Qwen/...``) load with the usual ``from_pretrained`` instead.
+Nothing is downloaded: the tokenizer is a byte-level BPE trained on games the
+environment and its baselines play (prompts, boards, reasoned answers), with the
+answer tags as single tokens and a ChatML chat template; the model is a freshly
+initialised Llama-style decoder from a config. Hub ids (``Qwen/...``) load with
+the usual ``from_pretrained`` instead.
 """
 
 from __future__ import annotations
@@ -27,21 +28,45 @@ CHAT_TEMPLATE = (
 """ChatML; the generation markers let SFT put the loss on the assistant's tokens only."""
 
 
-def _corpus(lines: int = 4000, seed: int = 0) -> Iterator[str]:
-    """Text like the environments' transcripts: boards, moves, reasoning, arithmetic."""
-    from service.envs.tictactoe.env import SYSTEM_PROMPT, render_board
+TAGS = ["<think>", "</think>", "<move>", "</move>"]
+"""The answer format's tags, one token each (as reasoning models have them): a tag
+split into ``<``, ``think``, ``>`` is three chances for sampling to garble it."""
 
+
+def _transcripts(games: int, seed: int) -> Iterator[str]:
+    """Every message of ``games`` tic-tac-toe games played in the environment by the
+    baselines: the minimax player with its reasons (what warm-up data is made of),
+    the random player, and now and then a malformed answer, against opponents of
+    every strength."""
+    from client.policies import MinimaxPolicy, RandomPolicy
+    from service.envs.seeding import TurnRandom
+    from service.envs.tictactoe.env import TicTacToe, TicTacToeConfig
+
+    env, config = TicTacToe(), TicTacToeConfig()
     rng = random.Random(seed)
-    yield SYSTEM_PROMPT
-    for _ in range(lines):
-        board = "".join(rng.choice("XO.") for _ in range(9))
-        free = [str(i) for i, mark in enumerate(board) if mark == "."] or ["4"]
-        yield render_board(board)
-        yield f"Available positions: {', '.join(free)}\nYour turn."
-        yield f"<think>I take {rng.choice(free)}.</think>\n<move>{rng.choice(free)}</move>"
-        yield f"The opponent (O) played {rng.randint(0, 8)}. Invalid move: cell 4 is taken."
-        sums = f"What is {rng.randint(1, 99)} + {rng.randint(1, 99)}?"
-        yield f"Game over. You win! It's a draw. {sums}"
+    players = [MinimaxPolicy(noise=0.2, seed=seed), RandomPolicy(seed=seed)]
+    for game in range(games):
+        player = players[game % len(players)]
+        state, messages = env.reset(config, {"random_move_prob": rng.random()}, seed + game)
+        yield from (message["content"] for message in messages)
+        done = False
+        while not done:
+            answer = player.answer(state["board"])
+            if rng.random() < 0.05:
+                answer = answer[: rng.randrange(len(answer))]
+            yield answer
+            state, replies, done = env.step(
+                config, state, {"role": "assistant", "content": answer}, TurnRandom(seed + game)
+            )
+            yield from (reply["content"] for reply in replies)
+
+
+def _corpus(games: int = 1000, seed: int = 0) -> Iterator[str]:
+    """Text like the environments' transcripts: tic-tac-toe games, and some arithmetic."""
+    yield from _transcripts(games, seed)
+    rng = random.Random(seed)
+    for _ in range(games):
+        yield f"What is {rng.randint(1, 99)} + {rng.randint(1, 99)}? Are you sure?"
 
 
 def build_tokenizer(vocab_size: int = 1024) -> PreTrainedTokenizerFast:
@@ -56,6 +81,7 @@ def build_tokenizer(vocab_size: int = 1024) -> PreTrainedTokenizerFast:
         show_progress=False,
     )
     tokenizer.train_from_iterator(_corpus(), trainer=trainer)
+    tokenizer.add_tokens(TAGS)
     wrapped = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         pad_token="<|pad|>",

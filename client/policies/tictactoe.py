@@ -80,8 +80,8 @@ def _explain(board: str, cell: int) -> str:
     return f"No line to finish or block; {cell} keeps {outcome}."
 
 
-def _answer(think: str, cell: int) -> AssistantMessage:
-    return AssistantMessage(content=f"<think>{think}</think>\n<move>{cell}</move>")
+def _answer(think: str, cell: int) -> str:
+    return f"<think>{think}</think>\n<move>{cell}</move>"
 
 
 class MinimaxPolicy:
@@ -94,15 +94,18 @@ class MinimaxPolicy:
         self.noise = noise
         self._rng = random.Random(seed)
 
-    async def act(
-        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None
-    ) -> AssistantMessage:
-        board = read_board(messages)
-        free = [i for i, cell in enumerate(board) if cell == "."]
+    def answer(self, board: str) -> str:
+        """The reasoned move for ``board`` (9 cells ``X``, ``O``, ``.``), as ``act`` sends it."""
         if self._rng.random() < self.noise:
+            free = [i for i, cell in enumerate(board) if cell == "."]
             return _answer("I try something different.", self._rng.choice(free))
         cell = self._rng.choice(best_moves(board))
         return _answer(_explain(board, cell), cell)
+
+    async def act(
+        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None
+    ) -> AssistantMessage:
+        return AssistantMessage(content=self.answer(read_board(messages)))
 
 
 class RandomPolicy:
@@ -111,9 +114,12 @@ class RandomPolicy:
     def __init__(self, seed: int | None = None) -> None:
         self._rng = random.Random(seed)
 
+    def answer(self, board: str) -> str:
+        """A random empty cell of ``board``, as ``act`` sends it."""
+        cell = self._rng.choice([i for i, mark in enumerate(board) if mark == "."])
+        return _answer("Any free cell will do.", cell)
+
     async def act(
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None
     ) -> AssistantMessage:
-        board = read_board(messages)
-        cell = self._rng.choice([i for i, mark in enumerate(board) if mark == "."])
-        return _answer("Any free cell will do.", cell)
+        return AssistantMessage(content=self.answer(read_board(messages)))

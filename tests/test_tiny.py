@@ -1,0 +1,35 @@
+"""The offline tiny model's tokenizer: what the GRPO and SFT paths rely on."""
+
+from __future__ import annotations
+
+import asyncio
+
+from client import Message
+from client.policies import MinimaxPolicy
+from trainer.tiny import TAGS, build_model, build_tokenizer
+
+
+def test_the_tokenizer_round_trips_answers_with_each_tag_one_token() -> None:
+    tokenizer = build_tokenizer()
+    board = " X | 1 | 2\n---+---+---\n 3 | O | 5\n---+---+---\n 6 | 7 | 8"
+    prompt = [Message(role="user", content=board)]
+    answer = asyncio.run(MinimaxPolicy(seed=0).act(prompt)).content
+    assert answer is not None
+    ids = tokenizer.encode(answer, add_special_tokens=False)
+    assert tokenizer.decode(ids) == answer
+    for tag in TAGS:
+        assert tokenizer.convert_tokens_to_ids(tag) in ids
+    # The baseline's reasons are words of the vocabulary, not letters: an answer is
+    # a couple of dozen tokens, which is what max_tokens_per_turn budgets for.
+    assert len(ids) <= 24, [tokenizer.decode([i]) for i in ids]
+
+
+def test_the_model_covers_every_token_the_tags_included() -> None:
+    import torch
+
+    tokenizer = build_tokenizer()
+    model = build_model(tokenizer)
+    ids = tokenizer.encode("<think>x</think>\n<move>4</move>", add_special_tokens=False)
+    assert max(ids) >= model.config.vocab_size - len(TAGS)  # the tags are the newest ids
+    logits = model(torch.tensor([ids])).logits
+    assert logits.shape == (1, len(ids), len(tokenizer))
