@@ -47,7 +47,7 @@ def test_completion_is_model_and_environment_tokens_with_the_mask(live: ServiceP
         assert len(answers) == record.turn
         turn_ids = [tokenizer.encode(a, add_special_tokens=False) for a in answers]
         assert model == [t for ids in turn_ids for t in [*ids, tokenizer.eos_token_id]]
-        assert all(ids + [tokenizer.eos_token_id] in backend.generated for ids in turn_ids)
+        assert all([*ids, tokenizer.eos_token_id] in backend.generated for ids in turn_ids)
         environment = [t for t, m in zip(completion, mask, strict=True) if m == 0]
         assert tokenizer.decode(environment).count("<|im_start|>user") == record.turn - 1
         assert all(lp == 0.0 for lp, m in zip(output["logprobs"][i], mask, strict=True) if m == 0)
