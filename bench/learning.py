@@ -45,13 +45,15 @@ BASE_EVAL_GAMES = 50
 turns of babble): a few of them show it."""
 
 
-async def _evaluate(url: str, policy: Any, games: int, run: str) -> dict[str, dict[str, float]]:
+async def _evaluate(
+    url: str, policy: Any, games: int, run: str, concurrency: int
+) -> dict[str, dict[str, float]]:
     table = {}
     async with AsyncWanderClient(url) as wander:
         for name, config in OPPONENTS.items():
             result = await evaluate(
                 wander, "tictactoe", policy, examples=games, config=config, split="eval",
-                run=f"{run}-{name}", concurrency=32, progress=False,
+                run=f"{run}-{name}", concurrency=concurrency, progress=False,
             )  # fmt: skip
             summary = result.summary
             rates = summary.metrics["outcome"].rates  # type: ignore[union-attr]
@@ -73,6 +75,10 @@ def main() -> None:
     parser.add_argument("--grpo-prompts", type=int, default=16, help="episode groups per step")
     parser.add_argument("--grpo-lr", type=float, default=3e-4)
     parser.add_argument(
+        "--grpo-seed", type=int, default=42,
+        help="TRL's seed (sampling, the examples' order): replicate GRPO on one SFT checkpoint",
+    )  # fmt: skip
+    parser.add_argument(
         "--loss-type", default="grpo", help="TRL's loss_type: grpo, cispo (the talk's), dapo..."
     )
     parser.add_argument(
@@ -81,11 +87,16 @@ def main() -> None:
         "(0.2-0.7) gives this tiny model too few wins to learn from",
     )  # fmt: skip
     parser.add_argument("--eval-games", type=int, default=500)
+    parser.add_argument(
+        "--eval-concurrency", type=int, default=32,
+        help="games evaluated at once, their moves generated as one batch (more on a GPU)",
+    )  # fmt: skip
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument(
-        "--max-tokens-per-turn", type=int, default=64,
-        help="the warm-up answers are about 45 tokens; less cuts them off",
+        "--max-tokens-per-turn", type=int, default=32,
+        help="the warm-up answers are at most 21 tokens with the tiny tokenizer; a turn's "
+        "generation lasts until its longest answer ends, so a generous cap costs time",
     )  # fmt: skip
     parser.add_argument(
         "--sft-checkpoint", type=Path,
@@ -94,10 +105,16 @@ def main() -> None:
         "warm-up",
     )  # fmt: skip
     parser.add_argument(
+        "--sft-only", action="store_true",
+        help="stop once the SFT model and its results are saved to --sft-checkpoint",
+    )  # fmt: skip
+    parser.add_argument(
         "--results", type=Path, default=RESULTS,
         help="where the table, the JSON and the curve go",
     )  # fmt: skip
     args = parser.parse_args()
+    if args.sft_only and args.sft_checkpoint is None:
+        parser.error("--sft-only needs --sft-checkpoint, where the SFT stage is saved")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     started = time.time()
     with tempfile.TemporaryDirectory() as scratch:
@@ -113,13 +130,17 @@ def main() -> None:
             report = run_stages(server.url, args, Path(scratch))
         finally:
             server.kill()
+    if report is None:
+        print(f"SFT stage saved to {args.sft_checkpoint}")
+        return
     minutes = (time.time() - started) / 60 + report.pop("earlier_minutes", 0.0)
     report["minutes"] = round(minutes, 1)
     report["device"] = _device()
     write(report, args.results)
 
 
-def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
+def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, Any] | None:
+    """The stages' results, or None where ``--sft-only`` stopped after saving SFT."""
     options = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     report: dict[str, Any] = {"args": options, "stages": {}}
     stage = report["stages"]
@@ -130,7 +151,7 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         started = time.time()
         sampling = Sampling(args.max_tokens_per_turn, 1.0, 1.0)
         policy = BackendPolicy(TransformersBackend(model, tokenizer, sampling), tokenizer)
-        stage[name] = asyncio.run(_evaluate(url, policy, games, name))
+        stage[name] = asyncio.run(_evaluate(url, policy, games, name, args.eval_concurrency))
         print(f"{name} ({time.time() - started:.0f} s):", stage[name], flush=True)
 
     record = args.sft_checkpoint / "stages.json" if args.sft_checkpoint else None
@@ -161,6 +182,8 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
                 "minutes": round((time.time() - started) / 60, 1),
             }
             record.write_text(json.dumps(earlier, indent=2) + "\n")
+        if args.sft_only:
+            return None
 
     run = GRPORunConfig(
         model="tiny", url=url, env="tictactoe", examples=4096, run="grpo",
@@ -170,7 +193,8 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         grpo={"num_generations": 8, "generation_batch_size": 8 * args.grpo_prompts,
               "per_device_train_batch_size": 8 * args.grpo_prompts,
               "max_steps": args.grpo_steps, "learning_rate": args.grpo_lr, "logging_steps": 1,
-              "loss_type": args.loss_type, "beta": 0.0, "save_strategy": "no"},
+              "loss_type": args.loss_type, "beta": 0.0, "save_strategy": "no",
+              "seed": args.grpo_seed},
     )  # fmt: skip
     with WanderClient(url) as wander:
         trainer = grpo_trainer(run, wander, model, tokenizer)
