@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import httpx
@@ -89,12 +90,14 @@ def test_wander_eval_transformers_needs_a_model(live: ServiceProcess) -> None:
 
 
 class RecordingBackend:
-    """Echoes nothing, instantly, and keeps the size of each batch it was given."""
+    """Echoes nothing, after ``seconds``, and keeps the size of each batch it was given."""
 
-    def __init__(self) -> None:
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.seconds = seconds
         self.batch_sizes: list[int] = []
 
     def generate(self, prompts: list[list[int]]) -> list[Generation]:
+        time.sleep(self.seconds)
         self.batch_sizes.append(len(prompts))
         return [Generation([], []) for _ in prompts]
 
@@ -114,6 +117,17 @@ async def test_games_asking_a_few_ms_apart_are_generated_together() -> None:
     policy = BackendPolicy(backend, build_tokenizer(), gather_seconds=0.2, max_wait_seconds=5)
     await _ask_staggered(policy, games=6, gap=0.05)
     assert backend.batch_sizes == [6]
+
+
+async def test_after_a_slow_generation_the_policy_waits_longer_for_stragglers() -> None:
+    # A generation took 1 s, so a lull of 10 ms is too short a wait: a game left for
+    # the next batch would cost another second. Six games asking 50 ms apart are one
+    # batch (with a fixed 10 ms lull they were six).
+    backend = RecordingBackend(seconds=1.0)
+    policy = BackendPolicy(backend, build_tokenizer(), gather_seconds=0.01, max_wait_seconds=0.1)
+    await _ask_staggered(policy, games=1, gap=0)
+    await _ask_staggered(policy, games=6, gap=0.05)
+    assert backend.batch_sizes == [1, 6]
 
 
 async def test_a_steady_stream_of_requests_is_cut_at_max_wait() -> None:

@@ -4,6 +4,7 @@ checkpoint is measured by the service exactly like any other agent."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,13 +18,21 @@ class BackendPolicy:
     """Answers with ``backend``, one templated prompt per game.
 
     The runner plays many games at once and asks each for its move separately.
-    Requests are gathered until none has come for ``gather_seconds``, then
-    generated as one batch: on a CPU that is several times faster than one at a
-    time, on a GPU a batch costs about what one prompt does, and on a vLLM server
-    it is one request instead of many. Waiting for a lull rather than a fixed
-    window matters: after a batch, its games step the service and ask again a few
+    Requests are gathered until none has come for a while, then generated as one
+    batch: on a CPU that is several times faster than one at a time, on a GPU a
+    batch costs about what one prompt does, and on a vLLM server it is one
+    request instead of many. Waiting for a lull rather than a fixed window
+    matters: after a batch, its games step the service and ask again a few
     milliseconds apart, and a window opened by the first would split them into
-    many small batches. ``max_wait_seconds`` bounds the wait under a steady stream.
+    many small batches.
+
+    How long a lull must be follows what a batch costs: at least
+    ``gather_seconds``, and a tenth of the last generation's time, since a
+    straggler left for the next batch costs a whole generation. The wait for one
+    batch is bounded by ``max_wait_seconds`` or the last generation's time,
+    whichever is longer, so a steady stream of requests is still cut.
+    (Measured on an H100 with 500 games at once: a fixed 10 ms lull split each
+    round of moves into about eight batches of one second each.)
     """
 
     def __init__(
@@ -38,6 +47,7 @@ class BackendPolicy:
         self._pending: list[tuple[list[int], asyncio.Future[str]]] = []
         self._opened = 0.0
         self._timer: asyncio.TimerHandle | None = None
+        self._generation_seconds = 0.0  # what the last batch took
 
     async def act(self, messages: Sequence[Message], tools: Any = None) -> AssistantMessage:
         prompt = render(self.tokenizer, [m.model_dump(mode="json") for m in messages], True)
@@ -48,13 +58,15 @@ class BackendPolicy:
             self._opened = loop.time()
         if self._timer is not None:
             self._timer.cancel()
-        deadline = self._opened + self.max_wait_seconds
-        delay = min(self.gather_seconds, deadline - loop.time())
+        lull = max(self.gather_seconds, self._generation_seconds / 10)
+        deadline = self._opened + max(self.max_wait_seconds, self._generation_seconds)
+        delay = min(lull, deadline - loop.time())
         self._timer = loop.call_later(max(delay, 0.0), self._generate)
         return AssistantMessage(content=await answer)
 
     def _generate(self) -> None:
         batch, self._pending, self._timer = self._pending, [], None
+        started = time.perf_counter()
         try:
             generations = self.backend.generate([ids for ids, _ in batch])
             texts = self.tokenizer.batch_decode(
@@ -64,6 +76,8 @@ class BackendPolicy:
             for _, answer in batch:
                 answer.set_exception(exc)
             return
+        finally:
+            self._generation_seconds = time.perf_counter() - started
         for (_, answer), text in zip(batch, texts, strict=True):
             answer.set_result(text)
 
