@@ -130,6 +130,24 @@ async def test_after_a_slow_generation_the_policy_waits_longer_for_stragglers() 
     assert backend.batch_sizes == [1, 6]
 
 
+async def test_the_event_loop_stays_free_while_a_batch_is_generated() -> None:
+    # The games' requests to the service go on during a generation; one that held
+    # the loop for seconds would run their timeouts out.
+    policy = BackendPolicy(RecordingBackend(seconds=1.0), build_tokenizer())
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.05)
+            ticks += 1
+
+    ticker = asyncio.create_task(tick())
+    await policy.act([Message(role="user", content="Your move.")])
+    ticker.cancel()
+    assert ticks >= 15
+
+
 async def test_a_steady_stream_of_requests_is_cut_at_max_wait() -> None:
     backend = RecordingBackend()
     policy = BackendPolicy(backend, build_tokenizer(), gather_seconds=1, max_wait_seconds=0.25)

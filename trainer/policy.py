@@ -33,6 +33,10 @@ class BackendPolicy:
     whichever is longer, so a steady stream of requests is still cut.
     (500 games at once, generations of 2 s: a fixed 10 ms lull made 60 batches
     and took 159 s, this makes 11 and takes 40 s.)
+
+    One batch is generated at a time, in a worker thread: the event loop stays
+    free for the games' requests to the service, whose timeouts would otherwise
+    run out while a long generation held it.
     """
 
     def __init__(
@@ -45,8 +49,9 @@ class BackendPolicy:
         self.backend, self.tokenizer = backend, tokenizer
         self.gather_seconds, self.max_wait_seconds = gather_seconds, max_wait_seconds
         self._pending: list[tuple[list[int], asyncio.Future[str]]] = []
-        self._opened = 0.0
+        self._opened = 0.0  # when the oldest pending request came
         self._timer: asyncio.TimerHandle | None = None
+        self._generating = False
         self._generation_seconds = 0.0  # what the last batch took
 
     async def act(self, messages: Sequence[Message], tools: Any = None) -> AssistantMessage:
@@ -56,30 +61,58 @@ class BackendPolicy:
         self._pending.append((self.tokenizer.encode(prompt, add_special_tokens=False), answer))
         if len(self._pending) == 1:
             self._opened = loop.time()
+        self._arm(loop)
+        return AssistantMessage(content=await answer)
+
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        """(Re)start the wait for a lull; while a batch is generated, its end does."""
         if self._timer is not None:
             self._timer.cancel()
+            self._timer = None
+        if self._generating or not self._pending:
+            return
         lull = max(self.gather_seconds, self._generation_seconds / 10)
         deadline = self._opened + max(self.max_wait_seconds, self._generation_seconds)
         delay = min(lull, deadline - loop.time())
-        self._timer = loop.call_later(max(delay, 0.0), self._generate)
-        return AssistantMessage(content=await answer)
+        self._timer = loop.call_later(max(delay, 0.0), self._start, loop)
 
-    def _generate(self) -> None:
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
         batch, self._pending, self._timer = self._pending, [], None
+        self._generating = True
+        work = loop.run_in_executor(None, self._generate, [ids for ids, _ in batch])
+        work.add_done_callback(lambda done: self._finish(loop, batch, done))
+
+    def _generate(self, prompts: list[list[int]]) -> list[str]:
         started = time.perf_counter()
         try:
-            generations = self.backend.generate([ids for ids, _ in batch])
-            texts = self.tokenizer.batch_decode(
-                [g.token_ids for g in generations], skip_special_tokens=True
+            generations = self.backend.generate(prompts)
+            return list(
+                self.tokenizer.batch_decode(
+                    [g.token_ids for g in generations], skip_special_tokens=True
+                )
             )
-        except Exception as exc:  # every waiting game hears of it; none hangs
-            for _, answer in batch:
-                answer.set_exception(exc)
-            return
         finally:
             self._generation_seconds = time.perf_counter() - started
-        for (_, answer), text in zip(batch, texts, strict=True):
-            answer.set_result(text)
+
+    def _finish(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        batch: list[tuple[list[int], asyncio.Future[str]]],
+        done: asyncio.Future[list[str]],
+    ) -> None:
+        self._generating = False
+        error = done.exception()
+        for index, (_, answer) in enumerate(batch):
+            if answer.cancelled():  # its game was given up while it waited
+                continue
+            if error is not None:  # every waiting game hears of it; none hangs
+                answer.set_exception(error)
+            else:
+                answer.set_result(done.result()[index])
+        # What came during the generation waits for the games just answered: they
+        # step the service and ask again within a lull.
+        self._opened = loop.time()
+        self._arm(loop)
 
 
 def transformers_policy(model: str, sampling: Sampling) -> BackendPolicy:
