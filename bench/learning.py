@@ -63,7 +63,11 @@ async def _evaluate(
                 "loss": rates.get("loss", 0.0),
                 "format": summary.components["format"].mean,
                 "invalid": summary.metrics["invalid_moves"].nonzero_rate,  # type: ignore[union-attr]
+                "errors": summary.errors,
             }
+            failed = [r.error for r in result.results if r.error is not None]
+            if failed:
+                print(f"{run}-{name}: {len(failed)} games failed, the first with {failed[0]}")
     return table
 
 
@@ -278,6 +282,15 @@ def write(report: dict[str, Any], results: Path) -> None:
         f"(95% interval {100 * (after - before - 1.96 * error):+.0f} to "
         f"{100 * (after - before + 1.96 * error):+.0f}).",
     ]
+    failed = {
+        f"{name} vs {opponent}": row["errors"]
+        for name, table in stages.items()
+        for opponent, row in table.items()
+        if row.get("errors")
+    }
+    if failed:
+        counts = ", ".join(f"{where} {count}" for where, count in failed.items())
+        lines += ["", f"Games that failed and are not counted in their row: {counts}."]
     (results / "learning.md").write_text("\n".join(lines) + "\n")
     plot(report["curve"], report["device"], results / "learning.png")
     print("\n".join(lines))
