@@ -302,7 +302,7 @@ def plot(curve: list[dict[str, Any]], device: str, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axis = plt.subplots(figsize=(7, 4))
+    figure, axis = plt.subplots(figsize=(7, 4.6))
     steps = [entry["step"] for entry in curve]
     for key in ("reward", "rewards/win/mean", "rewards/format/mean", "rewards/invalid_move/mean"):
         axis.plot(steps, [entry.get(key, float("nan")) for entry in curve], label=key)
@@ -311,7 +311,7 @@ def plot(curve: list[dict[str, Any]], device: str, path: Path) -> None:
         ylabel="mean over the batch",
         title=f"GRPO on tic-tac-toe (tiny model, {device})",
     )
-    axis.legend()
+    axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)  # below: no line hidden
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
