@@ -8,7 +8,9 @@ the service.
 
 Writes learning.md (the table, with the 95% interval of RL's gain in wins over
 SFT), learning.json and learning.png (reward components per GRPO step) to
-bench/results/. About two hours on 2 CPU cores.
+bench/results/. About 90 minutes on 2 CPU cores; on an H100, with
+``--hidden 256 --layers 8 --grpo-prompts 32 --grpo-steps 15 --eval-concurrency 512``,
+about 12.
 """
 
 from __future__ import annotations
