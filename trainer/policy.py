@@ -49,7 +49,7 @@ class BackendPolicy:
         self.backend, self.tokenizer = backend, tokenizer
         self.gather_seconds, self.max_wait_seconds = gather_seconds, max_wait_seconds
         self._pending: list[tuple[list[int], asyncio.Future[str]]] = []
-        self._opened = 0.0  # when the oldest pending request came
+        self._opened = 0.0  # when the wait for the pending requests began
         self._timer: asyncio.TimerHandle | None = None
         self._generating = False
         self._generation_seconds = 0.0  # what the last batch took
@@ -102,13 +102,14 @@ class BackendPolicy:
     ) -> None:
         self._generating = False
         error = done.exception()
+        texts = done.result() if error is None else []
         for index, (_, answer) in enumerate(batch):
             if answer.cancelled():  # its game was given up while it waited
                 continue
             if error is not None:  # every waiting game hears of it; none hangs
                 answer.set_exception(error)
             else:
-                answer.set_result(done.result()[index])
+                answer.set_result(texts[index])
         # What came during the generation waits for the games just answered: they
         # step the service and ask again within a lull.
         self._opened = loop.time()
