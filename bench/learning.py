@@ -20,6 +20,7 @@ import asyncio
 import json
 import math
 import os
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -74,6 +75,8 @@ async def _evaluate(
 
 
 def main() -> None:
+    # `kill` then tears down the service this script started, as Ctrl-C does.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warmup-games", type=int, default=1000)
     parser.add_argument("--sft-steps", type=int, default=400)
@@ -137,7 +140,7 @@ def main() -> None:
         finally:
             server.kill()
     if report is None:
-        print(f"SFT stage saved to {args.sft_checkpoint}")
+        print(f"SFT stage saved to {args.sft_checkpoint}", flush=True)
         return
     minutes = (time.time() - started) / 60 + report.pop("earlier_minutes", 0.0)
     report["minutes"] = round(minutes, 1)

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -110,6 +111,8 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def main() -> None:
+    # `kill` then tears down the service this script started, as Ctrl-C does.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     parser = argparse.ArgumentParser(description="Run the standard service benchmark.")
     parser.add_argument("--seconds", type=float, default=5.0, help="per cell of the matrix")
     parser.add_argument(
