@@ -7,8 +7,8 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from service.envs.seeding import TurnRandom, example_seed
-from service.envs.tictactoe import TicTacToe, TicTacToeConfig
+from wander.service.envs.seeding import TurnRandom, example_seed
+from wander.service.envs.tictactoe import TicTacToe, TicTacToeConfig
 
 OPPONENTS = {
     "random": TicTacToeConfig(min_random_move_prob=1.0, max_random_move_prob=1.0),

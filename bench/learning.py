@@ -26,17 +26,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from client import AsyncWanderClient, WanderClient
-from client.evaluation import evaluate
-from client.policies import MinimaxPolicy
-from service.archive.migrations import upgrade
+from wander.client import AsyncWanderClient, WanderClient
+from wander.client.evaluation import evaluate
+from wander.client.policies import MinimaxPolicy
+from wander.service.archive.migrations import upgrade
+from wander.trainer.backends import Sampling, TransformersBackend
+from wander.trainer.config import GRPORunConfig
+from wander.trainer.grpo import build_trainer as grpo_trainer
+from wander.trainer.policy import BackendPolicy
+from wander.trainer.sft import build_trainer as sft_trainer
+from wander.trainer.tiny import build_model, build_tokenizer
+
 from tests.servers import ServiceProcess
-from trainer.backends import Sampling, TransformersBackend
-from trainer.config import GRPORunConfig
-from trainer.grpo import build_trainer as grpo_trainer
-from trainer.policy import BackendPolicy
-from trainer.sft import build_trainer as sft_trainer
-from trainer.tiny import build_model, build_tokenizer
 
 RESULTS = Path(__file__).parent / "results"
 OPPONENTS = {

@@ -1,15 +1,15 @@
 """Wander's Python client: typed, async-first access to the v1 HTTP API (DESIGN §7).
 
-from client import WanderClient
+from wander.client import WanderClient
 
 with WanderClient("http://127.0.0.1:8000") as wander:
     [episode] = wander.create("tictactoe", example=0)
     result = episode.step("<think>Centre.</think><move>4</move>")
 """
 
-from client.aio import AsyncWanderClient
-from client.episode import AsyncEpisode, Episode
-from client.errors import (
+from wander.client.aio import AsyncWanderClient
+from wander.client.episode import AsyncEpisode, Episode
+from wander.client.errors import (
     BadRequest,
     Conflict,
     EnvNotFound,
@@ -28,7 +28,7 @@ from client.errors import (
     WanderConnectionError,
     WanderError,
 )
-from client.models import (
+from wander.client.models import (
     ArchivedEpisodesPage,
     AssistantMessage,
     EnvInfo,
@@ -41,8 +41,8 @@ from client.models import (
     StepResult,
     ToolCall,
 )
-from client.retry import NO_RETRY, Retry
-from client.sync import WanderClient
+from wander.client.retry import NO_RETRY, Retry
+from wander.client.sync import WanderClient
 
 __all__ = [
     "NO_RETRY",

@@ -11,9 +11,8 @@ from urllib.parse import quote
 
 import httpx
 from pydantic import TypeAdapter
-
-from client.errors import error_from_response
-from client.models import (
+from wander.client.errors import error_from_response
+from wander.client.models import (
     Action,
     ArchivedEpisodesPage,
     BatchStepItem,

@@ -7,12 +7,11 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
-
-from client import _api
-from client._api import Call
-from client.config import client_options
-from client.episode import AsyncEpisode
-from client.models import (
+from wander.client import _api
+from wander.client._api import Call
+from wander.client.config import client_options
+from wander.client.episode import AsyncEpisode
+from wander.client.models import (
     Action,
     ArchivedEpisodesPage,
     BatchStepItem,
@@ -25,8 +24,8 @@ from client.models import (
     StepError,
     StepResult,
 )
-from client.retry import Retry
-from client.transport import asend
+from wander.client.retry import Retry
+from wander.client.transport import asend
 
 T = TypeVar("T")
 

@@ -6,13 +6,12 @@ import math
 from typing import TYPE_CHECKING
 
 from pydantic import PrivateAttr, model_validator
-
-from client.models import Action, AssistantMessage, EpisodeRecord, Message, Score, StepResult
-from client.models import Episode as EpisodeFields
+from wander.client.models import Action, AssistantMessage, EpisodeRecord, Message, Score, StepResult
+from wander.client.models import Episode as EpisodeFields
 
 if TYPE_CHECKING:
-    from client.aio import AsyncWanderClient
-    from client.sync import WanderClient
+    from wander.client.aio import AsyncWanderClient
+    from wander.client.sync import WanderClient
 
 
 class _Tracked(EpisodeFields):

@@ -11,13 +11,12 @@ from typing import Any
 
 from pydantic import BaseModel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-from client.aio import AsyncWanderClient
-from client.episode import AsyncEpisode
-from client.errors import WanderError
-from client.models import CategoricalSummary, NumericSummary
-from client.policies.base import Policy
-from client.summary import RunAggregate
+from wander.client.aio import AsyncWanderClient
+from wander.client.episode import AsyncEpisode
+from wander.client.errors import WanderError
+from wander.client.models import CategoricalSummary, NumericSummary
+from wander.client.policies.base import Policy
+from wander.client.summary import RunAggregate
 
 
 class EpisodeResult(BaseModel):

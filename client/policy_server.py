@@ -14,10 +14,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
-
-from client.models import Message
-from client.policies.base import Policy
-from client.policies.tictactoe import NotATicTacToePrompt
+from wander.client.models import Message
+from wander.client.policies.base import Policy
+from wander.client.policies.tictactoe import NotATicTacToePrompt
 
 
 class ChatRequest(BaseModel):

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.table import Table
-
-from client.evaluation import EvalSummary, Evaluation
-from client.models import CategoricalSummary, NumericSummary
+from wander.client.evaluation import EvalSummary, Evaluation
+from wander.client.models import CategoricalSummary, NumericSummary
 
 
 def summary_table(summary: EvalSummary) -> Table:

@@ -6,8 +6,7 @@ import random
 from dataclasses import dataclass
 
 import httpx
-
-from client._api import Call
+from wander.client._api import Call
 
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 """Transport errors raised before the request left: resending cannot apply it twice."""

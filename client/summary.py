@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from client.models import CategoricalSummary, NumericSummary
+from wander.client.models import CategoricalSummary, NumericSummary
 
 
 class RunAggregate:

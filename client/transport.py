@@ -7,10 +7,9 @@ import time
 from typing import TypeVar
 
 import httpx
-
-from client._api import Call
-from client.errors import WanderConnectionError
-from client.retry import Retry
+from wander.client._api import Call
+from wander.client.errors import WanderConnectionError
+from wander.client.retry import Retry
 
 T = TypeVar("T")
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from alembic import context
-
-from service.archive.connect import make_engine
-from service.archive.tables import Base
+from wander.service.archive.connect import make_engine
+from wander.service.archive.tables import Base
 
 config = context.config
 

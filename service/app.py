@@ -9,18 +9,17 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-
-from service import logs
-from service.api import environments, episodes, health, runs
-from service.api.errors import install_error_handlers
-from service.api.fast_routes import FastRoutes
-from service.api.observability import ObservabilityMiddleware
-from service.archive import Archive
-from service.archiver import Archiver
-from service.engine import Engine
-from service.envs import Registry
-from service.settings import Settings
-from service.store import open_store
+from wander.service import logs
+from wander.service.api import environments, episodes, health, runs
+from wander.service.api.errors import install_error_handlers
+from wander.service.api.fast_routes import FastRoutes
+from wander.service.api.observability import ObservabilityMiddleware
+from wander.service.archive import Archive
+from wander.service.archiver import Archiver
+from wander.service.engine import Engine
+from wander.service.envs import Registry
+from wander.service.settings import Settings
+from wander.service.store import open_store
 
 log = logging.getLogger(__name__)
 

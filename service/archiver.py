@@ -15,11 +15,11 @@ import asyncio
 import contextlib
 import logging
 
-from client.models import EpisodeRecord
-from service import metrics
-from service.archive import Archive
-from service.errors import DatabaseUnavailable
-from service.store import EpisodeStore
+from wander.client.models import EpisodeRecord
+from wander.service import metrics
+from wander.service.archive import Archive
+from wander.service.errors import DatabaseUnavailable
+from wander.service.store import EpisodeStore
 
 log = logging.getLogger(__name__)
 

@@ -22,19 +22,18 @@ from typing import Any
 
 import orjson
 from pydantic import ValidationError
-
-from client.models import (
+from wander.client.models import (
     Action,
     BatchStepItem,
     CreateEpisodesRequest,
     EnvInfo,
     RewardComponent,
 )
-from service import metrics
-from service.envs import Registry
-from service.envs.sdk import EnvConfig, Environment, Message
-from service.envs.seeding import TurnRandom, canonical_json, example_seed
-from service.errors import (
+from wander.service import metrics
+from wander.service.envs import Registry
+from wander.service.envs.sdk import EnvConfig, Environment, Message
+from wander.service.envs.seeding import TurnRandom, canonical_json, example_seed
+from wander.service.errors import (
     EnvNotFound,
     EpisodeDone,
     EpisodeNotDone,
@@ -44,7 +43,7 @@ from service.errors import (
     TurnMismatch,
     WanderError,
 )
-from service.records import (
+from wander.service.records import (
     Episode,
     StepError,
     StepResult,
@@ -54,9 +53,9 @@ from service.records import (
     is_done,
     now,
 )
-from service.settings import Settings
-from service.store import EpisodeStore
-from service.store.base import Versioned, Write
+from wander.service.settings import Settings
+from wander.service.store import EpisodeStore
+from wander.service.store.base import Versioned, Write
 
 CONFIG_CACHE_SIZE = 4096
 RECORD_FIELDS = (

@@ -27,7 +27,7 @@ def configure(level: str) -> None:
         )
     )
     handler.addFilter(RequestIdFilter())
-    for name in ("service", "client", "uvicorn", "uvicorn.error"):
+    for name in ("wander.service", "wander.client", "uvicorn", "uvicorn.error"):
         logger = logging.getLogger(name)
         logger.handlers[:] = [handler]
         logger.setLevel(level.upper())

@@ -14,8 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TypedDict
 
 import orjson
-
-from service.envs.sdk import Message
+from wander.service.envs.sdk import Message
 
 Episode = dict[str, Any]
 """A new episode as a JSON-ready dict, shaped as ``client.models.Episode``."""

@@ -6,10 +6,10 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from client import Message
-from client.policies.tictactoe import read_board
-from service.envs.tictactoe.game import legal_moves, optimal_moves
-from trainer.backends import Generation
+from wander.client import Message
+from wander.client.policies.tictactoe import read_board
+from wander.service.envs.tictactoe.game import legal_moves, optimal_moves
+from wander.trainer.backends import Generation
 
 Agent = Callable[[str], str]
 

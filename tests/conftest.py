@@ -19,10 +19,10 @@ import redis
 import sqlalchemy
 from asgi_lifespan import LifespanManager
 from starlette.types import ASGIApp
+from wander.service.app import create_app
+from wander.service.archive.migrations import upgrade
+from wander.service.settings import Settings
 
-from service.app import create_app
-from service.archive.migrations import upgrade
-from service.settings import Settings
 from tests.servers import ServiceProcess, free_port
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from client.models import EpisodeRecord, Message, Score
+from wander.client.models import EpisodeRecord, Message, Score
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 WEIGHTS = {"win": 1.0, "format": 0.2, "invalid_move": 1.0}

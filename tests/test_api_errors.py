@@ -7,10 +7,10 @@ from typing import Any
 import httpx
 import pytest
 from asgi_lifespan import LifespanManager
+from wander.service.app import create_app
+from wander.service.archive.migrations import upgrade
+from wander.service.settings import Settings
 
-from service.app import create_app
-from service.archive.migrations import upgrade
-from service.settings import Settings
 from tests.helpers import create, error_of, step
 from tests.servers import free_port
 

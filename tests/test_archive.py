@@ -7,10 +7,10 @@ import math
 import statistics
 
 import pytest
+from wander.service.archive import Archive, EpisodeFilter
+from wander.service.archive.migrations import downgrade
+from wander.service.errors import DatabaseUnavailable, RunNotFound
 
-from service.archive import Archive, EpisodeFilter
-from service.archive.migrations import downgrade
-from service.errors import DatabaseUnavailable, RunNotFound
 from tests.records import tictactoe_record
 from tests.servers import free_port
 

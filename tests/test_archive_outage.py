@@ -12,11 +12,11 @@ import pytest
 import sqlalchemy
 from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
+from wander.service.app import create_app
+from wander.service.archive import Archive, EpisodeFilter
+from wander.service.archive.migrations import upgrade
+from wander.service.settings import Settings
 
-from service.app import create_app
-from service.archive import Archive, EpisodeFilter
-from service.archive.migrations import upgrade
-from service.settings import Settings
 from tests.agents import random_agent
 from tests.helpers import create, error_of, play_game
 from tests.proxy import OutageProxy

@@ -8,8 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 from starlette.types import ASGIApp
-
-from client import (
+from wander.client import (
     AsyncWanderClient,
     EnvNotFound,
     EpisodeDone,
@@ -23,6 +22,7 @@ from client import (
     TurnMismatch,
     WanderClient,
 )
+
 from tests.agents import answer, perfect_agent
 from tests.servers import ServiceProcess
 

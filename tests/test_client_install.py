@@ -17,7 +17,7 @@ SCRIPT = textwrap.dedent(
     heavy = [m for m in ("fastapi", "uvicorn", "redis", "sqlalchemy", "torch")
              if importlib.util.find_spec(m)]
     assert not heavy, f"installed without being asked for: {heavy}"
-    from client import WanderClient
+    from wander.client import WanderClient
     with WanderClient(sys.argv[1]) as wander:
         [episode] = wander.create("tictactoe", example=0, config={"max_turns": 2})
         while not episode.done:

@@ -7,14 +7,14 @@ from typing import Literal
 import httpx
 import pytest
 from starlette.types import ASGIApp
-
-from client import (
+from wander.client import (
     AsyncWanderClient,
     Retry,
     ServiceUnavailable,
     WanderClient,
     WanderConnectionError,
 )
+
 from tests.agents import answer
 from tests.servers import ServiceProcess
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
-from service.store import coalesce
-from service.store.coalesce import Coalescer
+from wander.service.store import coalesce
+from wander.service.store.coalesce import Coalescer
 
 
 class Recorder:

@@ -7,10 +7,10 @@ from collections import Counter
 
 import httpx
 from asgi_lifespan import LifespanManager
+from wander.service.app import create_app
+from wander.service.archive.migrations import upgrade
+from wander.service.settings import Settings
 
-from service.app import create_app
-from service.archive.migrations import upgrade
-from service.settings import Settings
 from tests.agents import answer
 from tests.helpers import create, error_of, step
 

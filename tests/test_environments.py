@@ -9,11 +9,11 @@ from typing import Any
 
 import httpx
 import pytest
+from wander.service.envs.double_check.env import DoubleCheck, DoubleCheckConfig
+from wander.service.envs.seeding import example_seed
+from wander.service.envs.sql.database import run_query
+from wander.service.envs.sql.questions import pick
 
-from service.envs.double_check.env import DoubleCheck, DoubleCheckConfig
-from service.envs.seeding import example_seed
-from service.envs.sql.database import run_query
-from service.envs.sql.questions import pick
 from tests.helpers import create, error_of, step
 
 BUILT_IN = ["tictactoe", "reverse_text", "double_check", "sql"]
@@ -207,7 +207,7 @@ async def test_sql_bad_tool_calls_get_clear_messages(api: httpx.AsyncClient) -> 
 async def test_reasoning_gym_answers_from_the_dataset_score_1(
     api: httpx.AsyncClient, name: str
 ) -> None:
-    from service.envs import Registry
+    from wander.service.envs import Registry
 
     env = Registry.from_entry_points()[name]
     answer = env.entry(env.Config(), "eval", 7)["answer"]

@@ -13,16 +13,16 @@ import httpx
 import pytest
 from starlette.types import ASGIApp
 from typer.testing import CliRunner
+from wander.client import AssistantMessage, AsyncWanderClient, Message
+from wander.client.evaluation import evaluate
+from wander.client.policies import MinimaxPolicy, OpenAIChatPolicy, RandomPolicy
+from wander.client.policies.tictactoe import NotATicTacToePrompt, best_moves, read_board
+from wander.client.report import plot
+from wander.service.envs.seeding import example_seed
+from wander.service.envs.tictactoe import TicTacToe, TicTacToeConfig
+from wander.service.envs.tictactoe.env import render_board
+from wander.service.envs.tictactoe.game import optimal_moves, positions
 
-from client import AssistantMessage, AsyncWanderClient, Message
-from client.evaluation import evaluate
-from client.policies import MinimaxPolicy, OpenAIChatPolicy, RandomPolicy
-from client.policies.tictactoe import NotATicTacToePrompt, best_moves, read_board
-from client.report import plot
-from service.envs.seeding import example_seed
-from service.envs.tictactoe import TicTacToe, TicTacToeConfig
-from service.envs.tictactoe.env import render_board
-from service.envs.tictactoe.game import optimal_moves, positions
 from tests.servers import ServiceProcess
 from wander.cli import app as cli
 

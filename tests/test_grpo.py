@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 from typer.testing import CliRunner
+from wander.client import WanderClient
+from wander.service.archive.migrations import upgrade
+from wander.trainer.config import GRPORunConfig, load_config
+from wander.trainer.grpo import CISPO_EPSILON_HIGH, build_trainer, stratified_order
+from wander.trainer.models import load
 
-from client import WanderClient
-from service.archive.migrations import upgrade
 from tests.servers import ServiceProcess
-from trainer.config import GRPORunConfig, load_config
-from trainer.grpo import CISPO_EPSILON_HIGH, build_trainer, stratified_order
-from trainer.models import load
 from wander.cli import app as cli
 
 

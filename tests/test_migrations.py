@@ -5,10 +5,9 @@ from __future__ import annotations
 import sqlalchemy
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-
-from service.archive.connect import make_engine
-from service.archive.migrations import current_revision, downgrade, head_revision, upgrade
-from service.archive.tables import Base
+from wander.service.archive.connect import make_engine
+from wander.service.archive.migrations import current_revision, downgrade, head_revision, upgrade
+from wander.service.archive.tables import Base
 
 
 def tables_and_indexes(url: str) -> tuple[set[str], set[str]]:

@@ -11,12 +11,12 @@ from typing import Any
 import httpx
 import pytest
 from asgi_lifespan import LifespanManager
+from wander.service.app import create_app
+from wander.service.archive.migrations import upgrade
+from wander.service.envs.seeding import stable_hash
+from wander.service.envs.tictactoe.game import legal_moves
+from wander.service.settings import Settings
 
-from service.app import create_app
-from service.archive.migrations import upgrade
-from service.envs.seeding import stable_hash
-from service.envs.tictactoe.game import legal_moves
-from service.settings import Settings
 from tests.agents import answer
 from tests.servers import ServiceProcess
 

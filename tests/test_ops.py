@@ -65,12 +65,12 @@ async def test_metrics_move_as_games_are_played(api: httpx.AsyncClient) -> None:
 async def test_every_response_carries_a_request_id(
     api: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="service.requests"):
+    with caplog.at_level(logging.INFO, logger="wander.service.requests"):
         mine = await api.get("/healthz", headers={"X-Request-ID": "trace-123"})
         fresh = await api.get("/v1/episodes/ep_missing")
     assert mine.headers["x-request-id"] == "trace-123"
     assert len(fresh.headers["x-request-id"]) == 16 and fresh.status_code == 404
-    records = [r for r in caplog.records if r.name == "service.requests"]
+    records = [r for r in caplog.records if r.name == "wander.service.requests"]
     assert [(r.request_id, r.status, r.route) for r in records] == [
         ("trace-123", 200, "/healthz"),
         (fresh.headers["x-request-id"], 404, "/v1/episodes/{episode_id}"),

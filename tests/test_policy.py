@@ -11,14 +11,14 @@ import httpx
 import pytest
 from starlette.types import ASGIApp
 from typer.testing import CliRunner
+from wander.client import AsyncWanderClient, Message
+from wander.client.evaluation import evaluate
+from wander.trainer.backends import Generation
+from wander.trainer.policy import BackendPolicy
+from wander.trainer.tiny import build_model, build_tokenizer
 
-from client import AsyncWanderClient, Message
-from client.evaluation import evaluate
 from tests.agents import ScriptedBackend
 from tests.servers import ServiceProcess
-from trainer.backends import Generation
-from trainer.policy import BackendPolicy
-from trainer.tiny import build_model, build_tokenizer
 from wander.cli import app as cli
 
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from client import WanderClient
+from wander.client import WanderClient
+from wander.trainer.rollout import WanderRollout, example_prompt, render
+from wander.trainer.tiny import build_tokenizer
+
 from tests.agents import ScriptedBackend
 from tests.servers import ServiceProcess
-from trainer.rollout import WanderRollout, example_prompt, render
-from trainer.tiny import build_tokenizer
 
 COMPONENTS = ["win", "format", "invalid_move"]
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}

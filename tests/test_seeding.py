@@ -1,6 +1,6 @@
 import random
 
-from service.envs.seeding import TurnRandom, canonical_json, example_seed, stable_hash
+from wander.service.envs.seeding import TurnRandom, canonical_json, example_seed, stable_hash
 
 
 def test_stable_hash_is_pinned() -> None:

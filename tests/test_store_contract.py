@@ -6,11 +6,11 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from wander.service.errors import StoreUnavailable
+from wander.service.settings import Settings
+from wander.service.store import EpisodeStore, Versioned, open_store
+from wander.service.store.redis import RedisStore
 
-from service.errors import StoreUnavailable
-from service.settings import Settings
-from service.store import EpisodeStore, Versioned, open_store
-from service.store.redis import RedisStore
 from tests.servers import free_port
 
 

@@ -7,16 +7,16 @@ from collections import Counter
 from typing import Any
 
 import pytest
-
-from service.envs.seeding import TurnRandom, example_seed
-from service.envs.tictactoe import TicTacToe, TicTacToeConfig
-from service.envs.tictactoe.env import parse_move, render_board
-from service.envs.tictactoe.game import (
+from wander.service.envs.seeding import TurnRandom, example_seed
+from wander.service.envs.tictactoe import TicTacToe, TicTacToeConfig
+from wander.service.envs.tictactoe.env import parse_move, render_board
+from wander.service.envs.tictactoe.game import (
     EMPTY_BOARD,
     optimal_moves,
     position_value,
     winner,
 )
+
 from tests.agents import Agent, answer, perfect_agent, random_agent
 
 ENV = TicTacToe()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from client import Message
-from client.policies import MinimaxPolicy
-from trainer.tiny import TAGS, build_model, build_tokenizer
+from wander.client import Message
+from wander.client.policies import MinimaxPolicy
+from wander.trainer.tiny import TAGS, build_model, build_tokenizer
 
 
 def test_the_tokenizer_round_trips_answers_with_each_tag_one_token() -> None:

@@ -19,7 +19,7 @@ import pytest
 
 vllm_client = pytest.importorskip("trl.generation.vllm_client")
 
-from trainer.backends import Sampling, VLLMServerBackend  # noqa: E402
+from wander.trainer.backends import Sampling, VLLMServerBackend  # noqa: E402
 
 MODEL = "wander/stand-in"
 

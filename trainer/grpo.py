@@ -6,11 +6,11 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from client import WanderClient
-from trainer.backends import Sampling
-from trainer.config import GRPORunConfig
-from trainer.models import device_defaults
-from trainer.rollout import WanderRollout, example_prompt
+from wander.client import WanderClient
+from wander.trainer.backends import Sampling
+from wander.trainer.config import GRPORunConfig
+from wander.trainer.models import device_defaults
+from wander.trainer.rollout import WanderRollout, example_prompt
 
 
 def stratified_order(examples: int, groups: int, seed: int = 0) -> list[int]:

@@ -9,7 +9,7 @@ def load(model: str) -> tuple[Any, Any]:
     """``(model, tokenizer)``; ``tiny`` builds both offline, anything else is
     ``from_pretrained`` (hub id or local path), as users expect."""
     if model == "tiny":
-        from trainer.tiny import build_model, build_tokenizer
+        from wander.trainer.tiny import build_model, build_tokenizer
 
         tokenizer = build_tokenizer()
         return build_model(tokenizer), tokenizer

@@ -8,10 +8,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from client import AssistantMessage, Message
-from trainer.backends import Backend, Sampling, TransformersBackend
-from trainer.models import load
-from trainer.rollout import render
+from wander.client import AssistantMessage, Message
+from wander.trainer.backends import Backend, Sampling, TransformersBackend
+from wander.trainer.models import load
+from wander.trainer.rollout import render
 
 
 class BackendPolicy:

@@ -21,8 +21,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from client import StepError, WanderClient
-from trainer.backends import Backend, Generation, Sampling, TransformersBackend, VLLMServerBackend
+from wander.client import StepError, WanderClient
+from wander.trainer.backends import (
+    Backend,
+    Generation,
+    Sampling,
+    TransformersBackend,
+    VLLMServerBackend,
+)
 
 
 def example_prompt(example: int) -> list[dict[str, str]]:

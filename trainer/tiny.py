@@ -38,9 +38,9 @@ def _transcripts(games: int, seed: int) -> Iterator[str]:
     baselines: the minimax player with its reasons (what warm-up data is made of),
     the random player, and now and then a malformed answer, against opponents of
     every strength."""
-    from client.policies import MinimaxPolicy, RandomPolicy
-    from service.envs.seeding import TurnRandom
-    from service.envs.tictactoe.env import TicTacToe, TicTacToeConfig
+    from wander.client.policies import MinimaxPolicy, RandomPolicy
+    from wander.service.envs.seeding import TurnRandom
+    from wander.service.envs.tictactoe.env import TicTacToe, TicTacToeConfig
 
     env, config = TicTacToe(), TicTacToeConfig()
     rng = random.Random(seed)

@@ -36,7 +36,7 @@ def parse_config(text: str | None) -> dict[str, Any] | None:
 def service_settings() -> Any:
     """The service's settings; a clear error where only the client is installed."""
     try:
-        from service.settings import Settings
+        from wander.service.settings import Settings
     except ImportError as exc:
         raise typer.BadParameter(
             f"the service is not installed ({exc.name} is missing): "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from client.models import AssistantMessage, Message
+from wander.client.models import AssistantMessage, Message
 
 
 @runtime_checkable

@@ -9,8 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.panel import Panel
 from rich.prompt import Prompt
-
-from client.models import AssistantMessage, Message
+from wander.client.models import AssistantMessage, Message
 
 
 class HumanPolicy:

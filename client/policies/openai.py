@@ -8,11 +8,10 @@ from typing import Any
 
 import httpx
 from pydantic import BaseModel, TypeAdapter
-
-from client._api import Call
-from client.models import AssistantMessage, Message
-from client.retry import Retry
-from client.transport import asend
+from wander.client._api import Call
+from wander.client.models import AssistantMessage, Message
+from wander.client.retry import Retry
+from wander.client.transport import asend
 
 
 class _Choice(BaseModel):

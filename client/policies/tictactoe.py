@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from client.models import AssistantMessage, Message
+from wander.client.models import AssistantMessage, Message
 
 BOARD_ROW = re.compile(r"^ (\S) \| (\S) \| (\S)$", re.MULTILINE)
 LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))

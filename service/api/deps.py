@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Request
-
-from service.archive import Archive
-from service.engine import Engine
+from wander.service.archive import Archive
+from wander.service.engine import Engine
 
 
 async def get_engine(request: Request) -> Engine:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-
-from client.models import EnvInfo, EnvironmentsResponse
-from service.api.deps import EngineDep
-from service.api.errors import ERROR_RESPONSES
+from wander.client.models import EnvInfo, EnvironmentsResponse
+from wander.service.api.deps import EngineDep
+from wander.service.api.errors import ERROR_RESPONSES
 
 router = APIRouter(prefix="/v1/environments", tags=["environments"], responses=ERROR_RESPONSES)
 

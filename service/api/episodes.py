@@ -16,8 +16,7 @@ from fastapi import APIRouter, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, TypeAdapter, ValidationError
-
-from client.models import (
+from wander.client.models import (
     BatchStepRequest,
     BatchStepResponse,
     CreateEpisodesRequest,
@@ -27,10 +26,10 @@ from client.models import (
     StepRequest,
     StepResult,
 )
-from service.api.deps import EngineDep
-from service.api.errors import ERROR_RESPONSES, NOT_JSON
-from service.engine import Engine
-from service.errors import WanderError
+from wander.service.api.deps import EngineDep
+from wander.service.api.errors import ERROR_RESPONSES, NOT_JSON
+from wander.service.engine import Engine
+from wander.service.errors import WanderError
 
 router = APIRouter(prefix="/v1", tags=["episodes"], responses=ERROR_RESPONSES)
 

@@ -14,10 +14,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
-
-from client.models import ErrorResponse
-from service import metrics
-from service.errors import WanderError
+from wander.client.models import ErrorResponse
+from wander.service import metrics
+from wander.service.errors import WanderError
 
 log = logging.getLogger(__name__)
 

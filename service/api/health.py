@@ -13,9 +13,8 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
-
-from service.api.deps import ArchiveDep, EngineDep
-from service.api.errors import ERROR_RESPONSES
+from wander.service.api.deps import ArchiveDep, EngineDep
+from wander.service.api.errors import ERROR_RESPONSES
 
 router = APIRouter(tags=["health"])
 

@@ -12,11 +12,10 @@ import time
 
 from prometheus_client import Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from wander.service import metrics
+from wander.service.logs import request_id
 
-from service import metrics
-from service.logs import request_id
-
-log = logging.getLogger("service.requests")
+log = logging.getLogger("wander.service.requests")
 WORKER = str(os.getpid()).encode()
 
 

@@ -6,11 +6,10 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
-
-from client.models import ArchivedEpisodesPage, RunsResponse, RunSummary
-from service.api.deps import ArchiveDep
-from service.api.errors import ERROR_RESPONSES
-from service.archive import EpisodeFilter
+from wander.client.models import ArchivedEpisodesPage, RunsResponse, RunSummary
+from wander.service.api.deps import ArchiveDep
+from wander.service.api.errors import ERROR_RESPONSES
+from wander.service.archive import EpisodeFilter
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=ERROR_RESPONSES)
 # Run labels may hold slashes ("org/model/1"), hence the path converters below; the

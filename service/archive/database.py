@@ -17,13 +17,12 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
-
-from client.models import ArchivedEpisodesPage, EpisodeRecord, RunInfo, RunSummary, Score
-from client.summary import RunAggregate
-from service.archive.connect import make_engine
-from service.archive.migrations import current_revision, head_revision
-from service.archive.tables import ArchivedEpisode
-from service.errors import DatabaseUnavailable, RunNotFound
+from wander.client.models import ArchivedEpisodesPage, EpisodeRecord, RunInfo, RunSummary, Score
+from wander.client.summary import RunAggregate
+from wander.service.archive.connect import make_engine
+from wander.service.archive.migrations import current_revision, head_revision
+from wander.service.archive.tables import ArchivedEpisode
+from wander.service.errors import DatabaseUnavailable, RunNotFound
 
 
 @dataclass(frozen=True)

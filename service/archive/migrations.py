@@ -9,13 +9,12 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
-
-from service.archive.connect import make_engine
+from wander.service.archive.connect import make_engine
 
 
 def alembic_config(url: str) -> Config:
     config = Config()
-    config.set_main_option("script_location", str(files("migrations")))
+    config.set_main_option("script_location", str(files("wander.migrations")))
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return config
 

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping
 from importlib.metadata import entry_points
 
-from service.envs.sdk import Environment
+from wander.service.envs.sdk import Environment
 
 ENTRY_POINT_GROUP = "wander.environments"
 

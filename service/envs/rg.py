@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from service.envs.sdk import (
+from wander.sdk import (
     Environment,
     GeneratedExamples,
     Message,
@@ -26,8 +26,10 @@ from service.envs.sdk import (
     SizedConfig,
     State,
     Transition,
+    TurnRandom,
+    canonical_json,
+    stable_hash,
 )
-from service.envs.seeding import TurnRandom, canonical_json, stable_hash
 
 log = logging.getLogger(__name__)
 

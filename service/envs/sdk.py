@@ -15,8 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field
-
-from service.envs.seeding import TurnRandom
+from wander.service.envs.seeding import TurnRandom
 
 Message = dict[str, Any]
 """A chat message in the OpenAI shape: ``{role, content, tool_calls?, tool_call_id?, name?}``."""

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from service.settings import Settings
-from service.store.base import EpisodeStore, Pending, Versioned
-from service.store.memory import MemoryStore
+from wander.service.settings import Settings
+from wander.service.store.base import EpisodeStore, Pending, Versioned
+from wander.service.store.memory import MemoryStore
 
 __all__ = ["EpisodeStore", "MemoryStore", "Pending", "Versioned", "open_store"]
 
@@ -12,7 +12,7 @@ __all__ = ["EpisodeStore", "MemoryStore", "Pending", "Versioned", "open_store"]
 def open_store(settings: Settings) -> EpisodeStore:
     """The store the settings ask for: Redis if ``redis_url`` is set, else in-process."""
     if settings.redis_url:
-        from service.store.redis import RedisStore
+        from wander.service.store.redis import RedisStore
 
         return RedisStore.from_url(
             settings.redis_url,

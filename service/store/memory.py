@@ -8,8 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from cachetools import TTLCache
-
-from service.store.base import EpisodeStore, Pending, Versioned
+from wander.service.store.base import EpisodeStore, Pending, Versioned
 
 
 class MemoryStore(EpisodeStore):

@@ -33,10 +33,9 @@ from cachetools import LRUCache
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-
-from service.errors import StoreUnavailable
-from service.store.base import EpisodeStore, Pending, Versioned, Write
-from service.store.coalesce import Coalescer
+from wander.service.errors import StoreUnavailable
+from wander.service.store.base import EpisodeStore, Pending, Versioned, Write
+from wander.service.store.coalesce import Coalescer
 
 _ADD_MANY = """
 for i, key in ipairs(KEYS) do

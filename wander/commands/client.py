@@ -22,7 +22,7 @@ def envs(url: UrlOption = None, api_key: ApiKeyOption = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from client import WanderClient, WanderError
+    from wander.client import WanderClient, WanderError
 
     try:
         with WanderClient(url, api_key) as wander:
@@ -77,10 +77,10 @@ def evaluate(
     """Evaluate a policy: examples x rollouts episodes, played concurrently."""
     from rich.console import Console
 
-    from client import AsyncWanderClient, WanderError
-    from client.evaluation import evaluate as run_evaluation
-    from client.report import plot as save_plot
-    from client.report import summary_table
+    from wander.client import AsyncWanderClient, WanderError
+    from wander.client.evaluation import evaluate as run_evaluation
+    from wander.client.report import plot as save_plot
+    from wander.client.report import summary_table
 
     sampling = {"temperature": temperature, "max_tokens": max_tokens}
     player = make_policy(
@@ -125,8 +125,8 @@ def play(
     """Play an episode yourself, in the terminal (type a cell number, or a whole answer)."""
     from rich.console import Console
 
-    from client import AsyncWanderClient, WanderError
-    from client.policies import HumanPolicy
+    from wander.client import AsyncWanderClient, WanderError
+    from wander.client.policies import HumanPolicy
 
     console = Console()
     human = HumanPolicy(console)
@@ -170,9 +170,9 @@ def export(
     per line, each ending on the model's last message."""
     import httpx
 
-    from client._api import episode_filters, episodes_path
-    from client.config import client_options
-    from client.errors import error_from_response
+    from wander.client._api import episode_filters, episodes_path
+    from wander.client.config import client_options
+    from wander.client.errors import error_from_response
 
     params = episode_filters(
         env=env,

@@ -34,7 +34,7 @@ def make_policy(
     noise: float = 0.0,
     seed: int | None = None,
 ) -> Any:
-    from client.policies import MinimaxPolicy, OpenAIChatPolicy, RandomPolicy
+    from wander.client.policies import MinimaxPolicy, OpenAIChatPolicy, RandomPolicy
 
     if name.value == "openai":
         if not model:
@@ -59,8 +59,8 @@ def _transformers_policy(model: str | None, sampling: dict[str, Any]) -> Any:
             param_hint="--model",
         )
     require_trainer()
-    from trainer.backends import Sampling
-    from trainer.policy import transformers_policy
+    from wander.trainer.backends import Sampling
+    from wander.trainer.policy import transformers_policy
 
     defaults = Sampling()
     return transformers_policy(
@@ -92,7 +92,7 @@ def serve(
     try:
         import uvicorn
 
-        from client.policy_server import create_policy_app
+        from wander.client.policy_server import create_policy_app
     except ImportError as exc:
         raise typer.BadParameter(
             f"serving needs FastAPI and uvicorn ({exc.name} is missing): "

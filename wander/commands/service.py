@@ -45,7 +45,7 @@ def serve(
     )
     typer.echo(f"Wander on http://{host}:{port} with {store}, {workers} worker(s)")
     uvicorn.run(
-        "service.app:create_app",
+        "wander.service.app:create_app",
         factory=True,
         host=host,
         port=port,
@@ -71,7 +71,7 @@ def db_downgrade(
     database_url: DatabaseOption = None,
 ) -> None:
     """Migrate the archive back to an earlier revision."""
-    from service.archive.migrations import downgrade
+    from wander.service.archive.migrations import downgrade
 
     url = database_url or service_settings().database_url
     downgrade(url, revision)
@@ -81,14 +81,14 @@ def db_downgrade(
 @db.command("current")
 def db_current(database_url: DatabaseOption = None) -> None:
     """Show the archive's revision and the latest one."""
-    from service.archive.migrations import head_revision
+    from wander.service.archive.migrations import head_revision
 
     url = database_url or service_settings().database_url
     typer.echo(f"{_safe(url)}: revision {_revision(url)} (latest {head_revision()})")
 
 
 def _upgrade(url: str, revision: str = "head") -> None:
-    from service.archive.migrations import upgrade
+    from wander.service.archive.migrations import upgrade
 
     before = _revision(url)
     upgrade(url, revision)
@@ -100,8 +100,8 @@ def _upgrade(url: str, revision: str = "head") -> None:
 
 
 def _revision(url: str) -> str | None:
-    from service.archive.connect import make_engine
-    from service.archive.migrations import current_revision
+    from wander.service.archive.connect import make_engine
+    from wander.service.archive.migrations import current_revision
 
     engine = make_engine(url)
     try:

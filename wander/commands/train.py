@@ -32,10 +32,10 @@ def grpo(
 ) -> None:
     """GRPO with TRL, playing episodes on the service over HTTP (see trainer/configs/)."""
     require_trainer()
-    from client import WanderClient
-    from trainer.config import load_config
-    from trainer.grpo import build_trainer
-    from trainer.models import load
+    from wander.client import WanderClient
+    from wander.trainer.config import load_config
+    from wander.trainer.grpo import build_trainer
+    from wander.trainer.models import load
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     try:
@@ -63,8 +63,8 @@ def sft(
 ) -> None:
     """Supervised warm-up on chat transcripts (TRL SFTTrainer)."""
     require_trainer()
-    from trainer.models import load
-    from trainer.sft import build_trainer, load_transcripts
+    from wander.trainer.models import load
+    from wander.trainer.sft import build_trainer, load_transcripts
 
     try:
         rows = load_transcripts(data)
@@ -99,9 +99,9 @@ def warmup_data(
     write the ones that were not lost, ready for `wander train sft` (the talk's recipe)."""
     import time
 
-    from client import AsyncWanderClient, WanderClient
-    from client.evaluation import evaluate
-    from client.policies import MinimaxPolicy
+    from wander.client import AsyncWanderClient, WanderClient
+    from wander.client.evaluation import evaluate
+    from wander.client.policies import MinimaxPolicy
 
     async def play() -> int:
         async with AsyncWanderClient(url, api_key) as wander:

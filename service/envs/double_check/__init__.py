@@ -1,5 +1,5 @@
 """Answer, then double-check: the talk's multi-turn example."""
 
-from service.envs.double_check.env import DoubleCheck, DoubleCheckConfig
+from wander.service.envs.double_check.env import DoubleCheck, DoubleCheckConfig
 
 __all__ = ["DoubleCheck", "DoubleCheckConfig"]

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from service.envs.sdk import (
+from wander.sdk import (
     Environment,
     GeneratedExamples,
     Message,
@@ -18,8 +18,9 @@ from service.envs.sdk import (
     SizedConfig,
     State,
     Transition,
+    TurnRandom,
+    stable_hash,
 )
-from service.envs.seeding import TurnRandom, stable_hash
 
 SYSTEM_PROMPT = (
     "Solve the arithmetic problem. You may reason inside <think>...</think>; then give "

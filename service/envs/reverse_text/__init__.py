@@ -1,5 +1,5 @@
 """Reverse a paragraph: the talk's single-turn example."""
 
-from service.envs.reverse_text.env import ReverseText
+from wander.service.envs.reverse_text.env import ReverseText
 
 __all__ = ["ReverseText"]

@@ -10,8 +10,17 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
-from service.envs.sdk import EnvConfig, Environment, Message, Reset, Score, State, Transition
-from service.envs.seeding import TurnRandom, stable_hash
+from wander.sdk import (
+    EnvConfig,
+    Environment,
+    Message,
+    Reset,
+    Score,
+    State,
+    Transition,
+    TurnRandom,
+    stable_hash,
+)
 
 SYSTEM_PROMPT = (
     "Reverse the text you are given, character by character: its last character "

@@ -1,5 +1,5 @@
 """A stateful tool environment: SQL over a per-episode shop database."""
 
-from service.envs.sql.env import Sql, SqlConfig
+from wander.service.envs.sql.env import Sql, SqlConfig
 
 __all__ = ["Sql", "SqlConfig"]

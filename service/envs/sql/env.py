@@ -7,8 +7,10 @@ import re
 from typing import Any
 
 from pydantic import Field
+from wander.service.envs.sql.database import QueryError, describe, format_result, run_query, tables
+from wander.service.envs.sql.questions import normalize, pick
 
-from service.envs.sdk import (
+from wander.sdk import (
     Environment,
     GeneratedExamples,
     Message,
@@ -17,10 +19,8 @@ from service.envs.sdk import (
     SizedConfig,
     State,
     Transition,
+    TurnRandom,
 )
-from service.envs.seeding import TurnRandom
-from service.envs.sql.database import QueryError, describe, format_result, run_query, tables
-from service.envs.sql.questions import normalize, pick
 
 SYSTEM_PROMPT = (
     "You answer questions about a small shop's SQLite database (customers, products, "

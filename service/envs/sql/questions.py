@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from service.envs.sql.database import CATEGORIES, COUNTRIES, run_query
+from wander.service.envs.sql.database import CATEGORIES, COUNTRIES, run_query
 
 
 @dataclass(frozen=True)

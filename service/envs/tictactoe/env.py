@@ -8,8 +8,16 @@ import re
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
+from wander.service.envs.tictactoe.game import (
+    EMPTY,
+    EMPTY_BOARD,
+    legal_moves,
+    optimal_moves,
+    place,
+    winner,
+)
 
-from service.envs.sdk import (
+from wander.sdk import (
     Environment,
     GeneratedExamples,
     Message,
@@ -18,15 +26,8 @@ from service.envs.sdk import (
     SizedConfig,
     State,
     Transition,
-)
-from service.envs.seeding import TurnRandom, stable_hash
-from service.envs.tictactoe.game import (
-    EMPTY,
-    EMPTY_BOARD,
-    legal_moves,
-    optimal_moves,
-    place,
-    winner,
+    TurnRandom,
+    stable_hash,
 )
 
 SYSTEM_PROMPT = """\

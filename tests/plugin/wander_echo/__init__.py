@@ -1,6 +1,6 @@
 """A third-party environment: say the word back."""
 
-from service.envs.sdk import EnvConfig, Environment, Reset, Score, Transition
+from wander.sdk import EnvConfig, Environment, Reset, Score, Transition
 
 WORDS = ["apple", "river", "stone", "cloud", "ember"]
 
