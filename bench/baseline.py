@@ -45,7 +45,7 @@ def play_in_process(opponent: str, seconds: float = 3.0, seed: int = 0) -> Basel
             cell = rng.choice([i for i, mark in enumerate(state["board"]) if mark == "."])
             action = {"role": "assistant", "content": f"<think>random</think><move>{cell}</move>"}
             begun = time.perf_counter()
-            state, _, done = env.step(config, state, action, TurnRandom(seed_))
+            state, _, done, _ = env.step(config, state, action, TurnRandom(seed_))
             env.total(env.score(config, state).components)
             latencies.append(time.perf_counter() - begun)
             steps += 1

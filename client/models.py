@@ -182,6 +182,11 @@ class Score(BaseModel):
     components: dict[str, float]
     weights: dict[str, float]
     metrics: dict[str, Any]
+    outcome: str | None = Field(
+        None,
+        description="How a finished episode ended, in the environment's words "
+        "(tic-tac-toe: win, draw or loss); runs are filtered on it.",
+    )
 
 
 class EpisodeRecord(BaseModel):

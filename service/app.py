@@ -16,6 +16,7 @@ from wander.service.api.fast_routes import FastRoutes
 from wander.service.api.observability import ObservabilityMiddleware
 from wander.service.archive import Archive
 from wander.service.archiver import Archiver
+from wander.service.catalog import Catalog
 from wander.service.engine import Engine
 from wander.service.envs import Registry
 from wander.service.settings import Settings
@@ -34,7 +35,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         store = open_store(settings)
         archive = Archive(settings.database_url)
         archiver = Archiver(store, archive)
-        app.state.engine = Engine(store, Registry.from_entry_points(), settings)
+        catalog = Catalog(Registry.from_entry_points())
+        app.state.catalog = catalog
+        app.state.engine = Engine(store, catalog, settings)
         app.state.archive = archive
         app.state.archiver = archiver
         worker = asyncio.create_task(archiver.run(), name="archiver")

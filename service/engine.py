@@ -17,24 +17,16 @@ import asyncio
 import secrets
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import orjson
-from pydantic import ValidationError
-from wander.client.models import (
-    Action,
-    BatchStepItem,
-    CreateEpisodesRequest,
-    EnvInfo,
-    RewardComponent,
-)
+from wander.client.models import Action, BatchStepItem, CreateEpisodesRequest
 from wander.service import metrics
-from wander.service.envs import Registry
-from wander.service.envs.sdk import EnvConfig, Environment, Message
+from wander.service.catalog import Catalog, parse_config
+from wander.service.envs.sdk import Message
 from wander.service.envs.seeding import TurnRandom, canonical_json, example_seed
 from wander.service.errors import (
-    EnvNotFound,
     EpisodeDone,
     EpisodeNotDone,
     EpisodeNotFound,
@@ -57,7 +49,6 @@ from wander.service.settings import Settings
 from wander.service.store import EpisodeStore
 from wander.service.store.base import Versioned, Write
 
-CONFIG_CACHE_SIZE = 4096
 RECORD_FIELDS = (
     "id", "env", "version", "split", "example", "seed", "group", "run", "metadata", "config",
     "turn", "status", "messages", "step_rewards", "created_at", "updated_at", "finished_at",
@@ -65,37 +56,45 @@ RECORD_FIELDS = (
 """The stored fields an archived ``EpisodeRecord`` keeps as they are."""
 
 
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a step does to an episode: its result, and the episode to write after it
+    (None for a retry of the step already applied: nothing to write)."""
+
+    result: StepResult
+    updated: StoredEpisode | None = None
+    invalid: bool = False
+    """The environment found the action invalid (counted once the step is written)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedWrite:
+    """One item of a batch round, decided and waiting for the round's bulk write."""
+
+    index: int
+    """The item's position in the batch request."""
+    write: Write
+    decision: Decision
+
+
 class Engine:
-    def __init__(self, store: EpisodeStore, registry: Registry, settings: Settings) -> None:
+    """Episodes: create, step (single and batched), score, read and abort."""
+
+    def __init__(self, store: EpisodeStore, catalog: Catalog, settings: Settings) -> None:
         self.store = store
-        self.registry = registry
+        self.catalog = catalog
         self.settings = settings
-        self._infos = {name: _env_info(env) for name, env in registry.items()}
-        self._configs: dict[tuple[str, bytes], EnvConfig] = {}
-
-    # Environments
-
-    def environments(self) -> list[EnvInfo]:
-        return list(self._infos.values())
-
-    def environment(self, name: str) -> EnvInfo:
-        try:
-            return self._infos[name]
-        except KeyError:
-            raise EnvNotFound(f"no environment named {name!r}") from None
-
-    # Episodes
 
     async def create(self, request: CreateEpisodesRequest) -> list[Episode]:
         """Reset one example and store ``n`` episodes of it: a group sharing example and seed."""
-        env = self._env(request.env)
+        env = self.catalog.env(request.env)
         if request.n > self.settings.max_group_size:
             raise _field_error("n", f"n must be at most {self.settings.max_group_size}")
         if len(canonical_json(request.metadata)) > self.settings.max_metadata_bytes:
             raise PayloadTooLarge(
                 f"metadata exceeds {self.settings.max_metadata_bytes} bytes of JSON"
             )
-        config = _parse_config(env, request.config, ("body", "config"))
+        config = parse_config(env, request.config, ("body", "config"))
         if request.split not in env.split_names:
             raise _field_error("split", f"split must be one of {list(env.split_names)}")
         examples = env.examples(config, request.split)
@@ -164,19 +163,18 @@ class Engine:
         while True:
             item = await self.store.load(episode_id, cached=not fresh)
             try:
-                episode = _decode(episode_id, item)
-                result, updated = await self._decide(episode, message, turn)
+                decision = await self._decide(_decode(episode_id, item), message, turn)
             except WanderError:
                 if fresh:
                     raise
                 fresh = True  # the remembered version may be stale: decide on a fresh one
                 continue
-            if updated is None:
-                return result
+            if decision.updated is None:
+                return decision.result
             assert item is not None
-            if await self.store.replace(*self._write(updated, item.version)):
-                self._count_step(episode, updated)
-                return result
+            if await self.store.replace(*self._write(decision.updated, item.version)):
+                _count_step(decision)
+                return decision.result
             fresh = True  # another request applied a step first: look again
 
     async def step_many(self, items: Sequence[BatchStepItem]) -> list[StepResult | StepError]:
@@ -211,30 +209,30 @@ class Engine:
     ) -> None:
         """Steps of distinct episodes: read all, decide each, write all; replay the rest."""
         loaded = await self.store.load_many([items[i].episode_id for i in indices], cached=True)
-        writes: list[tuple[int, Write, StepResult, StoredEpisode, StoredEpisode]] = []
+        planned: list[PlannedWrite] = []
         replay: list[int] = []
         for index, item in zip(indices, loaded, strict=True):
             request = items[index]
             try:
                 episode = _decode(request.episode_id, item)
                 message = self._action_message(request.action)
-                result, updated = await self._decide(episode, message, request.turn)
+                decision = await self._decide(episode, message, request.turn)
             except WanderError:
                 replay.append(index)  # decided on a remembered version: decide on a fresh one
                 continue
-            if updated is None:
-                results[index] = result
+            if decision.updated is None:
+                results[index] = decision.result
             else:
                 assert item is not None
-                write = self._write(updated, item.version)
-                writes.append((index, write, result, episode, updated))
-        written = await self.store.replace_many([write for _, write, *_ in writes])
-        for (index, _, result, before, after), ok in zip(writes, written, strict=True):
+                write = self._write(decision.updated, item.version)
+                planned.append(PlannedWrite(index, write, decision))
+        written = await self.store.replace_many([plan.write for plan in planned])
+        for plan, ok in zip(planned, written, strict=True):
             if ok:
-                results[index] = result
-                self._count_step(before, after)
+                results[plan.index] = plan.decision.result
+                _count_step(plan.decision)
             else:
-                replay.append(index)
+                replay.append(plan.index)
         for index in sorted(replay):
             request = items[index]
             try:
@@ -277,26 +275,17 @@ class Engine:
 
     # Internals
 
-    def _env(self, name: str) -> Environment[Any]:
-        try:
-            return self.registry[name]
-        except KeyError:
-            raise EnvNotFound(f"no environment named {name!r}") from None
-
     def _write(self, episode: StoredEpisode, version: int) -> Write:
         """The compare-and-set that stores ``episode`` over ``version``; a finished
         episode's record is queued for the archive in the same write."""
         archive = encode(self._record(episode)) if is_done(episode) else None
         return Write(episode["id"], version, encode(episode), archive)
 
-    async def _decide(
-        self, episode: StoredEpisode, action: Message, turn: int | None
-    ) -> tuple[StepResult, StoredEpisode | None]:
-        """What a step does to ``episode``: its result, and the updated episode to
-        write (None for a retry of the step already applied); or an error."""
+    async def _decide(self, episode: StoredEpisode, action: Message, turn: int | None) -> Decision:
+        """What a step does to ``episode``, or the error that refuses it."""
         last = episode["last_step"]
         if last is not None and turn == episode["turn"] - 1 and last["action"] == action:
-            return last["result"], None
+            return Decision(last["result"])
         if is_done(episode):
             raise EpisodeDone(
                 f"episode {episode['id']} is {episode['status']}", {"turn": episode["turn"]}
@@ -318,38 +307,26 @@ class Engine:
             raise PayloadTooLarge(f"the action exceeds {limit} bytes")
         return message
 
-    def _config(self, env: Environment[Any], config: dict[str, Any]) -> EnvConfig:
-        """An episode's config, parsed once per distinct config rather than at every step."""
-        key = (env.name, orjson.dumps(config, option=orjson.OPT_SORT_KEYS))
-        parsed = self._configs.get(key)
-        if parsed is None:
-            if len(self._configs) >= CONFIG_CACHE_SIZE:
-                self._configs.clear()
-            parsed = self._configs[key] = _parse_config(env, config, ("config",))
-        return parsed
-
     def _record(self, episode: StoredEpisode) -> dict[str, Any]:
         """The episode as an ``EpisodeRecord``: what the archive keeps."""
-        env = self._env(episode["env"])
+        env = self.catalog.env(episode["env"])
         record: dict[str, Any] = {field: episode[field] for field in RECORD_FIELDS}  # type: ignore[literal-required]
         record["done"] = is_done(episode)
         record["score"] = self._score(episode)
         record["state"] = env.public_state(episode["state"])
         return record
 
-    async def _apply(
-        self, episode: StoredEpisode, action: Message
-    ) -> tuple[StepResult, StoredEpisode]:
+    async def _apply(self, episode: StoredEpisode, action: Message) -> Decision:
         """The step's result and the episode after ``action``; nothing is written."""
-        env = self._env(episode["env"])
-        config = self._config(env, episode["config"])
+        env = self.catalog.env(episode["env"])
+        config = self.catalog.config(env, episode["config"])
         rng = TurnRandom(episode["seed"])
         started = time.perf_counter()
         if env.blocking:
             transition = await asyncio.to_thread(env.step, config, episode["state"], action, rng)
         else:
             transition = env.step(config, episode["state"], action, rng)
-        state, observation, done = transition
+        state, observation, done, invalid = transition
         total = env.total(env.score(config, state).components)
         metrics.for_env(env.name).step_latency.observe(time.perf_counter() - started)
         reward = total - episode["total"]
@@ -375,67 +352,39 @@ class Engine:
             "updated_at": stamp,
             "finished_at": stamp if done else None,
         }
-        return result, updated
+        return Decision(result, updated, invalid)
 
     def _score(self, episode: StoredEpisode) -> dict[str, Any]:
-        env = self._env(episode["env"])
-        config = self._config(env, episode["config"])
-        components, details = env.score(config, episode["state"])
+        env = self.catalog.env(episode["env"])
+        config = self.catalog.config(env, episode["config"])
+        score = env.score(config, episode["state"])
         return {
             "episode_id": episode["id"],
             "done": is_done(episode),
-            "total": env.total(components),
-            "components": components,
+            "total": env.total(score.components),
+            "components": score.components,
             "weights": dict(env.reward_weights),
-            "metrics": details,
+            "metrics": score.metrics,
+            "outcome": score.outcome,
         }
 
-    @staticmethod
-    def _count_step(before: StoredEpisode, after: StoredEpisode) -> None:
-        """Metrics of a step that was written."""
-        counters = metrics.for_env(after["env"])
-        counters.steps.inc()
-        invalid = after["state"].get("invalid_moves", 0), before["state"].get("invalid_moves", 0)
-        if isinstance(invalid[0], int) and invalid[0] > invalid[1]:
-            counters.invalid_actions.inc()
-        if is_done(after):
-            counters.finished(after["status"])
+
+def _count_step(decision: Decision) -> None:
+    """Metrics of a step that was written."""
+    episode = decision.updated
+    assert episode is not None
+    counters = metrics.for_env(episode["env"])
+    counters.steps.inc()
+    if decision.invalid:
+        counters.invalid_actions.inc()
+    if is_done(episode):
+        counters.finished(episode["status"])
 
 
 def _decode(episode_id: str, item: Versioned | None) -> StoredEpisode:
     if item is None:
         raise EpisodeNotFound(f"no episode {episode_id!r} (unknown, or expired after idling)")
     return decode(item.data)
-
-
-def _env_info(env: Environment[Any]) -> EnvInfo:
-    default = env.Config()
-    return EnvInfo(
-        name=env.name,
-        version=env.version,
-        description=env.description,
-        kind=env.kind,
-        config_schema=env.Config.model_json_schema(),
-        default_config=default.model_dump(mode="json"),
-        splits=env.split_sizes(default),
-        reward_components=[
-            RewardComponent(name=name, weight=weight) for name, weight in env.reward_weights.items()
-        ],
-        tools=env.tools,
-    )
-
-
-def _parse_config(
-    env: Environment[Any], config: Mapping[str, Any] | None, loc: tuple[str, ...]
-) -> EnvConfig:
-    try:
-        return env.Config.model_validate(config or {})
-    except ValidationError as exc:
-        details = [
-            {"loc": [*loc, *error["loc"]], "msg": error["msg"], "type": error["type"]}
-            for error in exc.errors()
-        ]
-        raise InvalidInput(f"invalid config for {env.name!r}", details) from None
 
 
 def _field_error(field: str, message: str) -> InvalidInput:

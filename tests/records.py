@@ -64,6 +64,7 @@ def tictactoe_record(
                 "model_starts": index % 2 == 0,
                 "random_move_prob": 0.5,
             },
+            outcome=outcome,
         ),
         state={"board": "X........"},
         created_at=created,

@@ -173,7 +173,7 @@ async def test_a_crashing_environment_gives_the_error_shape_on_every_route(
         ) as api,
     ):
         [episode] = await create(api, example=0)
-        env = service.state.engine.registry["tictactoe"]
+        env = service.state.catalog.env("tictactoe")
 
         def crash(*args: Any) -> Any:
             raise RuntimeError("a bug in the environment")

@@ -36,7 +36,7 @@ def play(config: TicTacToeConfig, example: int, agent: Agent) -> tuple[dict[str,
     boards = [state["board"]]
     done = False
     while not done:
-        state, _, done = ENV.step(
+        state, _, done, _ = ENV.step(
             config, state, {"role": "assistant", "content": agent(state["board"])}, TurnRandom(seed)
         )
         boards.append(state["board"])
@@ -106,7 +106,7 @@ def test_reply_to_a_centre_opening_spreads_over_the_four_corners() -> None:
     for example in range(400):
         state, seed = start(OPTIMAL, example)
         if state["model_starts"]:
-            state, _, _ = ENV.step(OPTIMAL, state, {"content": answer(4)}, TurnRandom(seed))
+            state, *_ = ENV.step(OPTIMAL, state, {"content": answer(4)}, TurnRandom(seed))
             replies[state["board"].index("O")] += 1
     assert set(replies) == {0, 2, 6, 8}
     assert min(replies.values()) > replies.total() / 4 / 2
@@ -140,7 +140,7 @@ def test_same_inputs_give_identical_transcripts() -> None:
         done = False
         while not done:
             action = {"role": "assistant", "content": agent(state["board"])}
-            state, messages, done = ENV.step(config, state, action, TurnRandom(seed))
+            state, messages, done, _ = ENV.step(config, state, action, TurnRandom(seed))
             out.append((messages, done))
         out.append(ENV.score(config, state))
         return out
@@ -200,7 +200,10 @@ def model_first_example(config: TicTacToeConfig) -> tuple[dict[str, Any], int]:
 
 def test_invalid_moves_are_explained_penalised_and_the_game_goes_on() -> None:
     state, seed = model_first_example(OPTIMAL)
-    state, messages, done = ENV.step(OPTIMAL, state, {"content": answer(4)}, TurnRandom(seed))
+    state, messages, done, invalid = ENV.step(
+        OPTIMAL, state, {"content": answer(4)}, TurnRandom(seed)
+    )
+    assert not invalid
     taken = state["board"].index("O")
     for content, reason in [
         ("4", "no <move>N</move> tag found"),
@@ -208,8 +211,10 @@ def test_invalid_moves_are_explained_penalised_and_the_game_goes_on() -> None:
         (answer(taken), f"cell {taken} is already taken"),
     ]:
         board = state["board"]
-        state, messages, done = ENV.step(OPTIMAL, state, {"content": content}, TurnRandom(seed))
-        assert not done
+        state, messages, done, invalid = ENV.step(
+            OPTIMAL, state, {"content": content}, TurnRandom(seed)
+        )
+        assert invalid and not done
         assert state["board"] == board
         assert messages[0]["content"].startswith(f"Invalid move: {reason}.")
         assert render_board(board) in messages[0]["content"]
@@ -218,17 +223,18 @@ def test_invalid_moves_are_explained_penalised_and_the_game_goes_on() -> None:
     assert score.components == {"win": 0.0, "format": 3 / 4, "invalid_move": -0.1}
     assert score.metrics["invalid_moves"] == 3
     assert score.metrics["turns"] == 4
+    assert score.outcome is None  # still being played
 
 
 def test_reaching_max_turns_without_a_result_is_a_loss() -> None:
     config = TicTacToeConfig(max_turns=3)
     state, seed = start(config, 0)
     for _ in range(3):
-        state, messages, done = ENV.step(config, state, {"content": "pass"}, TurnRandom(seed))
+        state, messages, done, _ = ENV.step(config, state, {"content": "pass"}, TurnRandom(seed))
     assert done
     assert "limit of 3 turns" in messages[0]["content"]
     score = ENV.score(config, state)
-    assert score.metrics["outcome"] == "loss"
+    assert score.metrics["outcome"] == score.outcome == "loss"
     assert score.components == {"win": 0.0, "format": 0.0, "invalid_move": -0.1}
     assert ENV.total(score.components) == pytest.approx(-0.1)
 
@@ -247,7 +253,7 @@ def test_a_won_game_scores_exactly() -> None:
 
 def test_running_score_has_no_outcome_until_the_end() -> None:
     state, seed = model_first_example(OPTIMAL)
-    state, _, _ = ENV.step(OPTIMAL, state, {"content": "<move>4</move>"}, TurnRandom(seed))
+    state, *_ = ENV.step(OPTIMAL, state, {"content": "<move>4</move>"}, TurnRandom(seed))
     score = ENV.score(OPTIMAL, state)
     assert score.components == {"win": 0.0, "format": 0.0, "invalid_move": 0.0}
     assert score.metrics["outcome"] is None

@@ -55,7 +55,7 @@ def _transcripts(games: int, seed: int) -> Iterator[str]:
             if rng.random() < 0.05:
                 answer = answer[: rng.randrange(len(answer))]
             yield answer
-            state, replies, done = env.step(
+            state, replies, done, _ = env.step(
                 config, state, {"role": "assistant", "content": answer}, TurnRandom(seed + game)
             )
             yield from (reply["content"] for reply in replies)

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from wander.service.archive import Archive
+from wander.service.catalog import Catalog
 from wander.service.engine import Engine
 
 
@@ -14,10 +15,16 @@ async def get_engine(request: Request) -> Engine:
     return engine
 
 
+async def get_catalog(request: Request) -> Catalog:
+    catalog: Catalog = request.app.state.catalog
+    return catalog
+
+
 async def get_archive(request: Request) -> Archive:
     archive: Archive = request.app.state.archive
     return archive
 
 
 EngineDep = Annotated[Engine, Depends(get_engine)]
+CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 ArchiveDep = Annotated[Archive, Depends(get_archive)]

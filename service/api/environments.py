@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 from wander.client.models import EnvInfo, EnvironmentsResponse
-from wander.service.api.deps import EngineDep
+from wander.service.api.deps import CatalogDep
 from wander.service.api.errors import ERROR_RESPONSES
 
 router = APIRouter(prefix="/v1/environments", tags=["environments"], responses=ERROR_RESPONSES)
 
 
 @router.get("")
-async def list_environments(engine: EngineDep) -> EnvironmentsResponse:
-    return EnvironmentsResponse(environments=engine.environments())
+async def list_environments(catalog: CatalogDep) -> EnvironmentsResponse:
+    return EnvironmentsResponse(environments=catalog.environments())
 
 
 @router.get("/{name:path}")  # adapters' names hold slashes: rg/basic_arithmetic
-async def get_environment(name: str, engine: EngineDep) -> EnvInfo:
-    return engine.environment(name)
+async def get_environment(name: str, catalog: CatalogDep) -> EnvInfo:
+    return catalog.environment(name)

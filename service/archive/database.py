@@ -218,7 +218,6 @@ def _utc(moment: datetime | None) -> datetime | None:
 
 def _row(record: EpisodeRecord) -> dict[str, Any]:
     score = record.score
-    outcome = score.metrics.get("outcome")
     return {
         "id": record.id,
         "env": record.env,
@@ -237,7 +236,7 @@ def _row(record: EpisodeRecord) -> dict[str, Any]:
         "components": score.components,
         "weights": score.weights,
         "metrics": score.metrics,
-        "outcome": None if outcome is None else str(outcome),
+        "outcome": score.outcome,
         "metadata": record.metadata,
         "state": record.state,
         "created_at": record.created_at,
@@ -271,6 +270,7 @@ def _record(episode: ArchivedEpisode) -> EpisodeRecord:
             components=episode.components,
             weights=episode.weights,
             metrics=episode.metrics,
+            outcome=episode.outcome,
         ),
         state=episode.state,
         created_at=_utc(episode.created_at),  # type: ignore[arg-type]

@@ -37,7 +37,7 @@ class ArchivedEpisode(Base):
     weights: Mapped[dict[str, Any]]
     metrics: Mapped[dict[str, Any]]
     outcome: Mapped[str | None] = mapped_column(String(64))
-    """``metrics["outcome"]`` where the environment reports one, kept as a column to filter on."""
+    """The ``outcome`` of the environment's ``Score``, where it has one: a column to filter on."""
     meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON)
     state: Mapped[dict[str, Any]]
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -80,18 +80,30 @@ class Reset(NamedTuple):
 
 
 class Transition(NamedTuple):
-    """What ``step`` returns: the new state, the environment's reply and whether it ended."""
+    """What ``step`` returns: the new state, the environment's reply and whether it ended.
+
+    ``invalid`` says the action broke the environment's rules (an occupied cell, a
+    missing tag): the engine counts it (``wander_invalid_actions_total``) without
+    reading the environment's private state.
+    """
 
     state: State
     messages: list[Message]
     done: bool
+    invalid: bool = False
 
 
 class Score(NamedTuple):
-    """The rubric's verdict: reward components (weighted by the env) and metrics (not rewards)."""
+    """The rubric's verdict: reward components (weighted by the env) and metrics (not rewards).
+
+    ``outcome`` names how a finished episode ended, in the environment's words
+    (``"win"``, ``"draw"``, ``"loss"``...; at most 64 characters), or None: the
+    archive keeps it as a column that runs are filtered on.
+    """
 
     components: dict[str, float]
     metrics: dict[str, Any]
+    outcome: str | None = None
 
 
 class Environment(ABC, Generic[ConfigT]):

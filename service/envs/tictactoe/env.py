@@ -166,7 +166,7 @@ class TicTacToe(Environment[TicTacToeConfig]):
             move = f"cell {move} is already taken"
         if isinstance(move, str):
             state["invalid_moves"] += 1
-            return self._reply(state, f"Invalid move: {move}.", board)
+            return self._reply(state, f"Invalid move: {move}.", board)._replace(invalid=True)
 
         board = place(board, move, "X")
         if winner(board) is not None:
@@ -203,7 +203,7 @@ class TicTacToe(Environment[TicTacToeConfig]):
             "model_starts": state["model_starts"],
             "random_move_prob": state["random_move_prob"],
         }
-        return Score(components, metrics)
+        return Score(components, metrics, outcome)
 
     def public_state(self, state: State) -> dict[str, Any]:
         keys = ("board", "winner", "model_starts", "random_move_prob", "invalid_moves", "max_turns")
