@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import asyncio
 
+from bench.tiny_tokenizer import train
 from wander.client import Message
 from wander.client.policies import MinimaxPolicy
-from wander.trainer.tiny import TAGS, build_model, build_tokenizer
+from wander.trainer.tiny import TAGS, TOKENIZER_FILE, build_model, build_tokenizer
+
+
+def test_the_shipped_tokenizer_is_what_the_games_train() -> None:
+    """The file in the package is up to date with the environment's prompts, and training
+    is deterministic (`python -m bench.tiny_tokenizer` writes it again)."""
+    assert train().to_str(pretty=True) + "\n" == TOKENIZER_FILE.read_text()
 
 
 def test_the_tokenizer_round_trips_answers_with_each_tag_one_token() -> None:

@@ -2,15 +2,16 @@
 
 Nothing is downloaded: the tokenizer is a byte-level BPE trained on games the
 environment and its baselines play (prompts, boards, reasoned answers), with the
-answer tags as single tokens and a ChatML chat template; the model is a freshly
+answer tags as single tokens and a ChatML chat template, shipped as
+``tiny_tokenizer.json`` (the trainer never imports the service, so the games are
+played by ``bench.tiny_tokenizer``, which wrote the file); the model is a freshly
 initialised Llama-style decoder from a config. Hub ids (``Qwen/...``) load with
 the usual ``from_pretrained`` instead.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Iterator
+from importlib.resources import files
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -32,45 +33,13 @@ TAGS = ["<think>", "</think>", "<move>", "</move>"]
 """The answer format's tags, one token each (as reasoning models have them): a tag
 split into ``<``, ``think``, ``>`` is three chances for sampling to garble it."""
 
-
-def _transcripts(games: int, seed: int) -> Iterator[str]:
-    """Every message of ``games`` tic-tac-toe games played in the environment by the
-    baselines: the minimax player with its reasons (what warm-up data is made of),
-    the random player, and now and then a malformed answer, against opponents of
-    every strength."""
-    from wander.client.policies import MinimaxPolicy, RandomPolicy
-    from wander.service.envs.seeding import TurnRandom
-    from wander.service.envs.tictactoe.env import TicTacToe, TicTacToeConfig
-
-    env, config = TicTacToe(), TicTacToeConfig()
-    rng = random.Random(seed)
-    players = [MinimaxPolicy(noise=0.2, seed=seed), RandomPolicy(seed=seed)]
-    for game in range(games):
-        player = players[game % len(players)]
-        state, messages = env.reset(config, {"random_move_prob": rng.random()}, seed + game)
-        yield from (message["content"] for message in messages)
-        done = False
-        while not done:
-            answer = player.answer(state["board"])
-            if rng.random() < 0.05:
-                answer = answer[: rng.randrange(len(answer))]
-            yield answer
-            state, replies, done, _ = env.step(
-                config, state, {"role": "assistant", "content": answer}, TurnRandom(seed + game)
-            )
-            yield from (reply["content"] for reply in replies)
+TOKENIZER_FILE = files("wander.trainer") / "tiny_tokenizer.json"
+"""The trained tokenizer, shipped with the package; ``python -m bench.tiny_tokenizer``
+trains it again from games the environment and its baselines play."""
 
 
-def _corpus(games: int = 1000, seed: int = 0) -> Iterator[str]:
-    """Text like the environments' transcripts: tic-tac-toe games, and some arithmetic."""
-    yield from _transcripts(games, seed)
-    rng = random.Random(seed)
-    for _ in range(games):
-        yield f"What is {rng.randint(1, 99)} + {rng.randint(1, 99)}? Are you sure?"
-
-
-def build_tokenizer(vocab_size: int = 1024) -> PreTrainedTokenizerFast:
-    """A byte-level BPE (every text is encodable) with a ChatML template."""
+def untrained_tokenizer(vocab_size: int) -> tuple[Tokenizer, trainers.BpeTrainer]:
+    """A byte-level BPE (every text is encodable) and the trainer that fills it."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -80,10 +49,13 @@ def build_tokenizer(vocab_size: int = 1024) -> PreTrainedTokenizerFast:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(_corpus(), trainer=trainer)
-    tokenizer.add_tokens(TAGS)
+    return tokenizer, trainer
+
+
+def build_tokenizer() -> PreTrainedTokenizerFast:
+    """The shipped tokenizer with its chat template, ready for ``transformers``."""
     wrapped = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
+        tokenizer_object=Tokenizer.from_str(TOKENIZER_FILE.read_text()),
         pad_token="<|pad|>",
         eos_token="<|im_end|>",
         bos_token=None,
