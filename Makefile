@@ -2,36 +2,45 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip install --quiet
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install serve test bench lint clean
+.PHONY: serve test bench lint wheel clean
 
-install: $(VENV)/.installed
-
-$(VENV)/.installed: pyproject.toml
+# Serving needs the service extra and nothing more: no torch, transformers or TRL.
+$(VENV)/.serve: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	# torch first, pinned: this version is on local disk here (a CPU build); the trainer
-	# extra asks for a range it satisfies, so nothing bigger is downloaded.
-	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(PIP) --upgrade pip
+	$(PIP) -e '.[service]'
 	touch $@
 
-serve: install
+# Everything the test suite needs, with the pins of constraints.txt (why: see there).
+$(VENV)/.dev: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) --upgrade pip
+	$(PIP) -c constraints.txt -e '.[dev]'
+	touch $@ $(VENV)/.serve
+
+serve: $(VENV)/.serve
 	$(BIN)/wander serve --host $(HOST) --port $(PORT)
 
-test: install
+test: $(VENV)/.dev
 	$(BIN)/python -m pytest
 
 # The service benchmark matrix (a few minutes); results in bench/results/.
-bench: install
-	$(BIN)/python -m pip install --quiet -e '.[bench]'
+bench: $(VENV)/.dev
+	$(PIP) -c constraints.txt -e '.[bench]'
 	$(BIN)/python -m bench.run
 
-lint: install
+lint: $(VENV)/.dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m tests.layers
+
+# A wheel of the package in dist/ (what `pip install dist/wander_rl-*.whl` takes).
+wheel: $(VENV)/.dev
+	$(BIN)/python -m pip wheel --quiet --no-deps --wheel-dir dist .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache build dist *.egg-info

@@ -91,8 +91,16 @@ class EnvInfo(BaseModel):
     tools: list[dict[str, Any]] | None = None
 
 
+class UnavailableEnvironments(BaseModel):
+    """Environments installed but not offered, and why (usually a missing extra)."""
+
+    name: str = Field(description="An environment's name, or a family such as `rg/*`.")
+    reason: str
+
+
 class EnvironmentsResponse(BaseModel):
     environments: list[EnvInfo]
+    unavailable: list[UnavailableEnvironments] = Field(default_factory=list)
 
 
 class CreateEpisodesRequest(_Request):

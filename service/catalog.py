@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from wander.client.models import EnvInfo, RewardComponent
+from wander.client.models import EnvInfo, RewardComponent, UnavailableEnvironments
 from wander.service.envs import Registry
 from wander.service.envs.sdk import EnvConfig, Environment
 from wander.service.errors import EnvNotFound, InvalidInput
@@ -34,18 +34,31 @@ class Catalog:
     def environments(self) -> list[EnvInfo]:
         return list(self._infos.values())
 
+    def unavailable(self) -> list[UnavailableEnvironments]:
+        """Installed environments this service cannot offer, and why."""
+        return [
+            UnavailableEnvironments(name=name if name in self._infos else f"{name}/*", reason=why)
+            for name, why in self.registry.unavailable.items()
+        ]
+
     def environment(self, name: str) -> EnvInfo:
-        try:
-            return self._infos[name]
-        except KeyError:
-            raise EnvNotFound(f"no environment named {name!r}") from None
+        info = self._infos.get(name)
+        if info is None:
+            raise self._not_found(name)
+        return info
 
     def env(self, name: str) -> Environment[Any]:
         """The environment called ``name``, or 404 ``env_not_found``."""
         try:
             return self.registry[name]
         except KeyError:
-            raise EnvNotFound(f"no environment named {name!r}") from None
+            raise self._not_found(name) from None
+
+    def _not_found(self, name: str) -> EnvNotFound:
+        why = self.registry.why_absent(name)
+        if why is None:
+            return EnvNotFound(f"no environment named {name!r}")
+        return EnvNotFound(f"environment {name!r} is not offered here: it {why}")
 
     def config(self, env: Environment[Any], config: dict[str, Any]) -> EnvConfig:
         """A stored episode's config, parsed once per distinct config rather than at every step."""

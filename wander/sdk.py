@@ -8,6 +8,7 @@ its concern and may change. See ``docs/environments.md`` for a walk-through.
 from wander.service.envs.sdk import (
     EnvConfig,
     Environment,
+    EnvironmentUnavailable,
     EnvKind,
     GeneratedExamples,
     Message,
@@ -23,6 +24,7 @@ __all__ = [
     "EnvConfig",
     "EnvKind",
     "Environment",
+    "EnvironmentUnavailable",
     "GeneratedExamples",
     "Message",
     "Reset",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+
 from wander.client.models import EnvInfo, EnvironmentsResponse
 from wander.service.api.deps import CatalogDep
 from wander.service.api.errors import ERROR_RESPONSES
@@ -12,7 +13,10 @@ router = APIRouter(prefix="/v1/environments", tags=["environments"], responses=E
 
 @router.get("")
 async def list_environments(catalog: CatalogDep) -> EnvironmentsResponse:
-    return EnvironmentsResponse(environments=catalog.environments())
+    """Every environment offered, and the installed ones that cannot be (with why)."""
+    return EnvironmentsResponse(
+        environments=catalog.environments(), unavailable=catalog.unavailable()
+    )
 
 
 @router.get("/{name:path}")  # adapters' names hold slashes: rg/basic_arithmetic

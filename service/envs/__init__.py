@@ -3,7 +3,10 @@
 Every environment, the built-in ones included, is registered through the
 entry-point group ``wander.environments``, so a third-party package becomes
 playable by being installed. An entry point names an ``Environment`` subclass,
-or a function returning a list of environments (an adapter such as ``rg/*``).
+or a function returning a list of environments (an adapter such as ``rg/*``,
+whose entry point ``rg`` is the prefix of their names). One that cannot load
+here (``EnvironmentUnavailable``, or a package it imports is missing) is kept
+as a reason, so that the service can say why those environments are absent.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping
 from importlib.metadata import entry_points
 
-from wander.service.envs.sdk import Environment
+from wander.service.envs.sdk import Environment, EnvironmentUnavailable
 
 ENTRY_POINT_GROUP = "wander.environments"
 
@@ -22,21 +25,37 @@ log = logging.getLogger(__name__)
 class Registry(Mapping[str, Environment]):
     """Environment name -> instance."""
 
-    def __init__(self, environments: Iterable[Environment]) -> None:
+    def __init__(
+        self, environments: Iterable[Environment], unavailable: Mapping[str, str] | None = None
+    ) -> None:
         self._envs = {env.name: env for env in environments}
+        self.unavailable = dict(unavailable or {})
+        """Entry point name (an environment's name, or a family's prefix) -> why it is absent."""
 
     @classmethod
     def from_entry_points(cls) -> Registry:
         """Every environment installed; one that fails to load is logged and left out."""
         envs: list[Environment] = []
+        unavailable: dict[str, str] = {}
         for entry in entry_points(group=ENTRY_POINT_GROUP):
             try:
                 loaded = entry.load()()
+            except (EnvironmentUnavailable, ImportError) as exc:
+                log.warning("environments %r are not offered: %s", entry.name, exc)
+                unavailable[entry.name] = str(exc)
+                continue
             except Exception:
                 log.exception("environment %r (%s) failed to load", entry.name, entry.value)
                 continue
             envs.extend(loaded if isinstance(loaded, list) else [loaded])
-        return cls(envs)
+        return cls(envs, unavailable)
+
+    def why_absent(self, name: str) -> str | None:
+        """Why the environment ``name`` is not offered, if its entry point said."""
+        for prefix, reason in self.unavailable.items():
+            if name == prefix or name.startswith(f"{prefix}/"):
+                return reason
+        return None
 
     def __getitem__(self, name: str) -> Environment:
         return self._envs[name]

@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 
 from wander.sdk import (
     Environment,
+    EnvironmentUnavailable,
     GeneratedExamples,
     Message,
     Reset,
@@ -136,12 +137,13 @@ def _validate(config_class: type, options: dict[str, Any]) -> None:
 
 
 def environments() -> list[ReasoningGymEnv]:
-    """One environment per reasoning-gym dataset; none if the package is not installed."""
+    """One environment per reasoning-gym dataset (the package is an optional extra)."""
     try:
         from reasoning_gym.factory import DATASETS
     except ImportError:
-        log.info("reasoning-gym is not installed: no rg/* environments")
-        return []
+        raise EnvironmentUnavailable(
+            "needs the reasoning-gym package, which is not installed: pip install 'wander-rl[rg]'"
+        ) from None
     envs = []
     for name, (_, config_class) in sorted(DATASETS.items()):
         try:

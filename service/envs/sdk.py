@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field
+
 from wander.service.envs.seeding import TurnRandom
 
 Message = dict[str, Any]
@@ -104,6 +105,13 @@ class Score(NamedTuple):
     components: dict[str, float]
     metrics: dict[str, Any]
     outcome: str | None = None
+
+
+class EnvironmentUnavailable(Exception):
+    """Raised by an entry point whose environments cannot be offered on this install,
+    typically for want of an optional package. Its message says what is missing and
+    how to get it ("needs reasoning-gym: pip install 'wander-rl[rg]'"): the service
+    lists it, and names it when someone asks for one of those environments."""
 
 
 class Environment(ABC, Generic[ConfigT]):

@@ -1,0 +1,70 @@
+"""Environments an install cannot offer are listed with the reason, not silently absent."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+
+from wander.service.app import create_app
+from wander.service.settings import Settings
+
+EXTRA = "pip install 'wander-rl[rg]'"
+
+
+@pytest.fixture
+async def without_reasoning_gym(
+    monkeypatch: pytest.MonkeyPatch, sqlite_url: str
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The service on an install where reasoning-gym cannot be imported."""
+    from wander.service.archive.migrations import upgrade
+
+    monkeypatch.setitem(sys.modules, "reasoning_gym.factory", None)  # import fails
+    upgrade(sqlite_url)
+    app = create_app(Settings(redis_url=None, database_url=sqlite_url))
+    async with (
+        LifespanManager(app) as manager,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=manager.app), base_url="http://wander.test"
+        ) as api,
+    ):
+        yield api
+
+
+async def test_the_listing_names_the_missing_extra(
+    without_reasoning_gym: httpx.AsyncClient,
+) -> None:
+    listing = (await without_reasoning_gym.get("/v1/environments")).json()
+    names = [env["name"] for env in listing["environments"]]
+    assert "tictactoe" in names and not any(name.startswith("rg/") for name in names)
+    [unavailable] = listing["unavailable"]
+    assert unavailable["name"] == "rg/*"
+    assert EXTRA in unavailable["reason"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("GET", "/v1/environments/rg/leg_counting", None),
+        ("POST", "/v1/episodes", {"env": "rg/leg_counting"}),
+    ],
+)
+async def test_asking_for_one_says_what_to_install(
+    without_reasoning_gym: httpx.AsyncClient, method: str, path: str, body: object
+) -> None:
+    response = await without_reasoning_gym.request(method, path, json=body)
+    assert response.status_code == 404
+    error = response.json()["error"]
+    assert error["code"] == "env_not_found"
+    assert "rg/leg_counting" in error["message"] and EXTRA in error["message"]
+
+
+async def test_with_reasoning_gym_installed_nothing_is_unavailable(api: httpx.AsyncClient) -> None:
+    listing = (await api.get("/v1/environments")).json()
+    assert listing["unavailable"] == []
+    assert any(env["name"] == "rg/leg_counting" for env in listing["environments"])
+    missing = await api.get("/v1/environments/nope")
+    assert missing.json()["error"]["message"] == "no environment named 'nope'"
