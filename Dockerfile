@@ -5,7 +5,8 @@ FROM python:3.11-slim AS build
 WORKDIR /src
 RUN python -m venv /opt/wander
 ENV PATH=/opt/wander/bin:$PATH
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md MANIFEST.in ./
+COPY tools ./tools
 COPY service ./service
 COPY client ./client
 COPY wander ./wander

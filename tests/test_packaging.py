@@ -1,0 +1,170 @@
+"""What users install: a wheel holding the one package ``wander``, and `make serve`'s light venv.
+
+The wheel is built as the Docker image builds it: from the files its Dockerfile
+copies out of a clean checkout of the working tree, with stale files planted in
+``build/``. It is installed with the service extra into a fresh venv and used
+there as a user would: imports, `wander serve`, a plugin, the image's healthcheck.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+import venv
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.servers import ServiceProcess
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGIN = ROOT / "tests" / "plugin"
+HEAVY = ("torch", "transformers", "trl", "peft", "datasets")
+
+
+def run(*command: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    assert result.returncode == 0, f"{command}: {result.stderr}"
+    return result
+
+
+def checkout_copy(target: Path) -> Path:
+    """The files a clean checkout of the working tree holds (tracked, or new and not ignored)."""
+    listed = run("git", "ls-files", "-z", "-co", "--exclude-standard", cwd=ROOT).stdout
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    return target
+
+
+def docker_context(checkout: Path, target: Path) -> Path:
+    """What the Dockerfile's build stage copies (``COPY SRC... DEST`` lines) out of ``checkout``."""
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        if not line.startswith("COPY ") or "--from" in line:
+            continue
+        *sources, destination = line.split()[1:]
+        for source in sources:
+            into = target / destination
+            if destination.endswith("/"):
+                into = into / source
+            if (checkout / source).is_dir():
+                shutil.copytree(checkout / source, into)
+            else:
+                into.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(checkout / source, into)
+    return target
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    checkout = checkout_copy(tmp_path_factory.mktemp("checkout"))
+    source = docker_context(checkout, tmp_path_factory.mktemp("context"))
+    for stale in ("build/lib/service/stale.py", "build/lib/wander/stale.py"):
+        (source / stale).parent.mkdir(parents=True, exist_ok=True)
+        (source / stale).write_text("LEFT_BEHIND = True\n")
+    dist = tmp_path_factory.mktemp("dist")
+    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", dist, source, cwd=dist)
+    [built] = dist.glob("wander_rl-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def service_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with the wheel's service extra, and the example plugin."""
+    env_dir = tmp_path_factory.mktemp("venv")
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    run(python, "-m", "pip", "install", "--quiet", f"{wheel}[service]", cwd=env_dir)
+    run(python, "-m", "pip", "install", "--quiet", "--no-deps", PLUGIN, cwd=env_dir)
+    return env_dir
+
+
+def test_the_wheel_holds_wander_and_nothing_else(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/", 1)[0] for name in names}
+    assert tops == {"wander", wheel.name.split("-py3")[0] + ".dist-info"}
+    assert not [name for name in names if "stale" in name]  # build/ leftovers do not leak
+    for data in (
+        "wander/migrations/script.py.mako",
+        "wander/service/envs/reverse_text/paragraphs.jsonl",
+        "wander/trainer/tiny_tokenizer.json",
+        "wander/trainer/configs/stage1.toml",
+    ):
+        assert data in names
+
+
+def test_every_module_of_the_repository_is_in_the_wheel(wheel: Path) -> None:
+    """A package folder missing from pyproject's ``packages`` would silently not ship."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    folders = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    expected = {
+        "/".join([*package.split("."), *path.relative_to(ROOT / folder).parts])
+        for package, folder in folders["package-dir"].items()
+        for path in (ROOT / folder).rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+    assert expected - names == set()
+
+
+def test_an_installed_wheel_imports_as_wander_only(service_venv: Path, tmp_path: Path) -> None:
+    python = service_venv / "bin" / "python"
+    run(python, "-c", "import wander.client, wander.service.app, wander.sdk, wander.migrations",
+        cwd=tmp_path)  # fmt: skip
+    for name in ("service", "client", "trainer", "migrations", *HEAVY):
+        found = run(python, "-c", f"import importlib.util as u; print(u.find_spec({name!r}))",
+                    cwd=tmp_path)  # fmt: skip
+        assert found.stdout.strip() == "None", f"{name} is importable: {found.stdout}"
+
+
+@pytest.fixture
+def served(service_venv: Path, tmp_path: Path) -> Iterator[tuple[ServiceProcess, Path]]:
+    """`wander serve` from the venv, in an empty folder (its SQLite archive lands there)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    python = str(service_venv / "bin" / "python")
+    server = ServiceProcess({"WANDER_REDIS_URL": ""}, python=python, cwd=str(home)).start()
+    yield server, home
+    server.kill()
+
+
+def test_wander_serve_from_the_wheel_serves_a_plugin(served: tuple[ServiceProcess, Path]) -> None:
+    server, home = served
+    names = [e["name"] for e in httpx.get(f"{server.url}/v1/environments").json()["environments"]]
+    assert {"echo", "tictactoe"} <= set(names)
+    [episode] = httpx.post(f"{server.url}/v1/episodes", json={"env": "echo", "example": 1}).json()[
+        "episodes"
+    ]
+    step = {"action": "river", "turn": 0}
+    result = httpx.post(f"{server.url}/v1/episodes/{episode['id']}/step", json=step).json()
+    assert result["done"] is True and result["reward"] == 1.0
+    assert (home / "wander.db").exists()  # the SQLite archive, migrated on start
+
+
+def test_the_images_healthcheck_passes(
+    served: tuple[ServiceProcess, Path], service_venv: Path
+) -> None:
+    """The Dockerfile's HEALTHCHECK command, against a service installed as the image does."""
+    server, _ = served
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    probe = dockerfile.split('"python", "-c", "', 1)[1].split('"]', 1)[0]
+    probe = probe.replace("127.0.0.1:8000", f"127.0.0.1:{server.port}")
+    run(service_venv / "bin" / "python", "-c", probe, cwd=service_venv)
+
+
+def test_make_serve_installs_no_torch(tmp_path: Path) -> None:
+    """`make serve`'s install step, into a venv of the test's own."""
+    env_dir = tmp_path / "venv"
+    run("make", f"VENV={env_dir}", f"{env_dir}/.serve", cwd=ROOT)
+    python = env_dir / "bin" / "python"
+    run(python, "-c", "import wander.service.app", cwd=tmp_path)
+    for name in HEAVY:
+        found = run(python, "-c", f"import importlib.util as u; print(u.find_spec({name!r}))",
+                    cwd=tmp_path)  # fmt: skip
+        assert found.stdout.strip() == "None", f"make serve installed {name}"
