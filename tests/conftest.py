@@ -23,7 +23,7 @@ from wander.service.app import create_app
 from wander.service.archive.migrations import upgrade
 from wander.service.settings import Settings
 
-from tests.servers import ServiceProcess, free_port
+from wander.testing import ServiceProcess, free_port
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://127.0.0.1:5432/test"
@@ -165,7 +165,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     upgrade(database)
     process = ServiceProcess({"WANDER_DATABASE_URL": database, "WANDER_REDIS_URL": ""}).start()
     yield process
-    process.kill()
+    process.stop()
 
 
 PLUGIN = Path(__file__).parent / "plugin"

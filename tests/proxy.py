@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import threading
 
-from tests.servers import free_port
+from wander.testing import free_port
 
 
 class OutageProxy:

@@ -11,7 +11,7 @@ from wander.service.settings import Settings
 from wander.service.store import EpisodeStore, Versioned, open_store
 from wander.service.store.redis import RedisStore
 
-from tests.servers import free_port
+from wander.testing import free_port
 
 
 @pytest.fixture
