@@ -37,7 +37,7 @@ from wander.trainer.policy import BackendPolicy
 from wander.trainer.sft import build_trainer as sft_trainer
 from wander.trainer.tiny import build_model, build_tokenizer
 
-from tests.servers import ServiceProcess
+from wander.testing import ServiceProcess
 
 RESULTS = Path(__file__).parent / "results"
 OPPONENTS = {

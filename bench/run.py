@@ -27,7 +27,7 @@ import httpx
 import redis
 
 from bench.baseline import play_in_process
-from tests.servers import ServiceProcess
+from wander.testing import ServiceProcess
 
 RESULTS = Path(__file__).parent / "results"
 SINGLE_AGENTS = (1, 16, 64, 256)

@@ -1,6 +1,15 @@
 """Shared fixtures: a real Redis (the machine's, or one started for the suite), the
 archive on SQLite and on a real PostgreSQL, and the service over FastAPI's ASGI
-transport on either store."""
+transport on either store.
+
+The suite leaves nothing behind, and checks it when it ends (tests/leaks.py): a run
+that leaves a process, a listening port, a Redis key or a database fails, naming it.
+Redis tests use database 15 of the local Redis (``WANDER_TEST_REDIS_URL`` picks
+another), never database 0 where a development service keeps its episodes; every key
+is under a prefix of the test's own, ``wander-test:<session>:<test>:``, deleted after
+the test. PostgreSQL tests create a database per test, ``wander_test_<session>_...``,
+and drop it.
+"""
 
 from __future__ import annotations
 
@@ -23,10 +32,33 @@ from wander.service.app import create_app
 from wander.service.archive.migrations import upgrade
 from wander.service.settings import Settings
 
-from tests.servers import ServiceProcess, free_port
+from tests.leaks import LEDGER, MARKER, Ledger
+from wander.testing import ServiceProcess, free_port
 
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
+"""A database of its own: the suite never touches database 0, a development service's."""
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://127.0.0.1:5432/test"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    ledger = config.stash[LEDGER] = Ledger()
+    os.environ[MARKER] = ledger.session  # inherited by every process the session starts
+
+
+@pytest.hookimpl(trylast=True)  # after the session's fixtures are torn down
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    leaks = session.config.stash[LEDGER].leaks()
+    if not leaks:
+        return
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_sep("=", "the test session left these behind", red=True)
+        for leak in leaks:
+            reporter.write_line(leak.what)
+    for leak in leaks:
+        if leak.remove is not None:
+            leak.remove()
 
 
 def _redis_answers(url: str) -> bool:
@@ -37,13 +69,14 @@ def _redis_answers(url: str) -> bool:
 
 
 @pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
+def redis_url(pytestconfig: pytest.Config) -> Iterator[str]:
     """The Redis to test against: ``WANDER_TEST_REDIS_URL``, the local one, or one we start.
 
     Skips (saying why) only when none answers and no ``redis-server`` is installed.
     """
     url = os.environ.get("WANDER_TEST_REDIS_URL", DEFAULT_REDIS_URL)
     if _redis_answers(url):
+        pytestconfig.stash[LEDGER].use_redis(url)
         yield url
         return
     binary = shutil.which("redis-server")
@@ -54,11 +87,12 @@ def redis_url() -> Iterator[str]:
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
     )
-    url = f"redis://127.0.0.1:{port}/0"
+    url = f"redis://127.0.0.1:{port}/15"
     deadline = time.monotonic() + 10
     while not _redis_answers(url):
         if time.monotonic() > deadline:
             server.kill()
+            server.wait()
             pytest.fail(f"started redis-server on port {port}, but it never answered")
         time.sleep(0.05)
     yield url
@@ -67,9 +101,9 @@ def redis_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def redis_prefix(redis_url: str) -> Iterator[str]:
+def redis_prefix(redis_url: str, pytestconfig: pytest.Config) -> Iterator[str]:
     """A key prefix of this test's own, deleted afterwards."""
-    prefix = f"wander-test:{uuid.uuid4().hex}:"
+    prefix = f"{pytestconfig.stash[LEDGER].redis_namespace}{uuid.uuid4().hex}:"
     yield prefix
     client = redis.Redis.from_url(redis_url)
     keys = list(client.scan_iter(match=f"{prefix}*"))
@@ -78,7 +112,7 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def postgres_server_url() -> str:
+def postgres_server_url(pytestconfig: pytest.Config) -> str:
     """A PostgreSQL we may create databases on: ``WANDER_TEST_POSTGRES_URL`` or the local one."""
     url = os.environ.get("WANDER_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
     engine = sqlalchemy.create_engine(url, connect_args={"connect_timeout": 3})
@@ -89,13 +123,14 @@ def postgres_server_url() -> str:
         pytest.skip(f"no PostgreSQL at {url} ({exc.orig}): PostgreSQL archive tests skipped")
     finally:
         engine.dispose()
+    pytestconfig.stash[LEDGER].postgres_url = url
     return url
 
 
 @pytest.fixture
-def postgresql_url(postgres_server_url: str) -> Iterator[str]:
+def postgresql_url(postgres_server_url: str, pytestconfig: pytest.Config) -> Iterator[str]:
     """An empty database of this test's own on the PostgreSQL server, dropped afterwards."""
-    name = f"wander_test_{uuid.uuid4().hex[:12]}"
+    name = f"{pytestconfig.stash[LEDGER].database_prefix}{uuid.uuid4().hex[:12]}"
     admin = sqlalchemy.create_engine(postgres_server_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as connection:
         connection.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
@@ -165,7 +200,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     upgrade(database)
     process = ServiceProcess({"WANDER_DATABASE_URL": database, "WANDER_REDIS_URL": ""}).start()
     yield process
-    process.kill()
+    process.stop()
 
 
 PLUGIN = Path(__file__).parent / "plugin"

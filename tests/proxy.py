@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import threading
 
-from tests.servers import free_port
+from wander.testing import free_port
 
 
 class OutageProxy:
@@ -27,8 +27,10 @@ class OutageProxy:
 
     def __exit__(self, *_: object) -> None:
         self.down()
+        asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        self._loop.close()
 
     def down(self) -> None:
         self._up = False
@@ -39,6 +41,11 @@ class OutageProxy:
 
     async def _serve(self) -> None:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
+
+    async def _close(self) -> None:
+        """Stop listening: the port is free again once the proxy is gone."""
+        self._server.close()
+        await self._server.wait_closed()
 
     async def _drop_all(self) -> None:
         for writer in list(self._writers):

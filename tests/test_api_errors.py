@@ -12,7 +12,7 @@ from wander.service.archive.migrations import upgrade
 from wander.service.settings import Settings
 
 from tests.helpers import create, error_of, step
-from tests.servers import free_port
+from wander.testing import free_port
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from wander.service.archive.migrations import downgrade
 from wander.service.errors import DatabaseUnavailable, RunNotFound
 
 from tests.records import tictactoe_record
-from tests.servers import free_port
+from wander.testing import free_port
 
 # 10 done games of run-a: 4 wins (one with an invalid move), 3 draws, 3 losses (two
 # with invalid moves), plus one aborted game, one game of another run, one unlabelled.

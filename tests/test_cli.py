@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.agents import perfect_agent, random_agent
-from tests.servers import ServiceProcess
 from wander.cli import app
+from wander.testing import ServiceProcess
 
 runner = CliRunner()
 
@@ -44,7 +44,7 @@ def server(tmp_path: Path) -> Iterator[ServiceProcess]:
     env = {"WANDER_DATABASE_URL": f"sqlite:///{tmp_path}/served.db", "WANDER_REDIS_URL": ""}
     process = ServiceProcess(env).start()
     yield process
-    process.kill()
+    process.stop()
 
 
 def play(url: str, run: str) -> dict[str, str]:

@@ -24,7 +24,7 @@ from wander.client import (
 )
 
 from tests.agents import answer, perfect_agent
-from tests.servers import ServiceProcess
+from wander.testing import ServiceProcess
 
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
 

@@ -7,7 +7,7 @@ import textwrap
 import venv
 from pathlib import Path
 
-from tests.servers import ServiceProcess
+from wander.testing import ServiceProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,4 +71,4 @@ def test_the_images_install_steps_give_a_healthy_service(tmp_path: Path) -> None
         assert health.returncode == 0, health.stderr
         assert (home / "wander.db").exists()  # the SQLite archive, migrated on start
     finally:
-        server.kill()
+        server.stop()

@@ -16,7 +16,7 @@ from wander.client import (
 )
 
 from tests.agents import answer
-from tests.servers import ServiceProcess
+from wander.testing import ServiceProcess
 
 FAST = Retry(attempts=4, backoff_seconds=0.01)
 Fault = Literal["drop", "unavailable"]

@@ -23,8 +23,8 @@ from wander.service.envs.tictactoe import TicTacToe, TicTacToeConfig
 from wander.service.envs.tictactoe.env import render_board
 from wander.service.envs.tictactoe.game import optimal_moves, positions
 
-from tests.servers import ServiceProcess
 from wander.cli import app as cli
+from wander.testing import ServiceProcess
 
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
 
@@ -178,7 +178,7 @@ def baseline_server() -> Iterator[ServiceProcess]:
         {}, command=("policy", "serve", "--policy", "minimax", "--seed", "7"), health="/v1/models"
     ).start()
     yield process
-    process.kill()
+    process.stop()
 
 
 async def test_the_openai_policy_plays_through_the_baseline_server(

@@ -18,8 +18,8 @@ from wander.trainer.config import GRPORunConfig, load_config
 from wander.trainer.grpo import CISPO_EPSILON_HIGH, build_trainer, stratified_order
 from wander.trainer.models import load
 
-from tests.servers import ServiceProcess
 from wander.cli import app as cli
+from wander.testing import ServiceProcess
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def service(plugin_site: Path, tmp_path: Path) -> Iterator[ServiceProcess]:
     env = {"PYTHONPATH": str(plugin_site), "WANDER_REDIS_URL": "", "WANDER_DATABASE_URL": database}
     process = ServiceProcess(env).start()
     yield process
-    process.kill()
+    process.stop()
 
 
 def test_grpo_steps_train_on_the_models_tokens_only(

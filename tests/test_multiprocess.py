@@ -18,7 +18,7 @@ from wander.service.envs.tictactoe.game import legal_moves
 from wander.service.settings import Settings
 
 from tests.agents import answer
-from tests.servers import ServiceProcess
+from wander.testing import ServiceProcess
 
 CONFIG = {"min_random_move_prob": 0.5, "max_random_move_prob": 0.5, "max_turns": 12}
 
@@ -42,7 +42,7 @@ def replicas(redis_url: str, redis_prefix: str, sqlite_url: str) -> Iterator[lis
     servers = [ServiceProcess(env).start(), ServiceProcess(env).start()]
     yield servers
     for server in servers:
-        server.kill()
+        server.stop()
 
 
 def strip_ids(result: dict[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.agents import answer
 from tests.helpers import create, step
-from tests.servers import ServiceProcess
+from wander.testing import ServiceProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,7 +87,7 @@ def two_workers(redis_url: str, redis_prefix: str, tmp_path: Path) -> Iterator[S
     }
     process = ServiceProcess(env, command=("serve", "--workers", "2")).start()
     yield process
-    process.kill()
+    process.stop()
 
 
 def test_two_workers_serve_one_episode_alike(two_workers: ServiceProcess) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.servers import ServiceProcess
+from wander.testing import ServiceProcess
 
 
 def test_an_installed_plugin_is_listed_and_playable(plugin_site: Path, tmp_path: Path) -> None:
@@ -29,4 +29,4 @@ def test_an_installed_plugin_is_listed_and_playable(plugin_site: Path, tmp_path:
         ).json()
         assert result["done"] is True and result["reward"] == 1.0
     finally:
-        server.kill()
+        server.stop()

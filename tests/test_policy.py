@@ -18,8 +18,8 @@ from wander.trainer.policy import BackendPolicy
 from wander.trainer.tiny import build_model, build_tokenizer
 
 from tests.agents import ScriptedBackend
-from tests.servers import ServiceProcess
 from wander.cli import app as cli
+from wander.testing import ServiceProcess
 
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
 

@@ -7,7 +7,7 @@ from wander.trainer.rollout import WanderRollout, example_prompt, render
 from wander.trainer.tiny import build_tokenizer
 
 from tests.agents import ScriptedBackend
-from tests.servers import ServiceProcess
+from wander.testing import ServiceProcess
 
 COMPONENTS = ["win", "format", "invalid_move"]
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}

@@ -6,12 +6,13 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+import redis
 from wander.service.errors import StoreUnavailable
 from wander.service.settings import Settings
 from wander.service.store import EpisodeStore, Versioned, open_store
 from wander.service.store.redis import RedisStore
 
-from tests.servers import free_port
+from wander.testing import free_port
 
 
 @pytest.fixture
@@ -67,3 +68,23 @@ async def test_an_unreachable_redis_raises_store_unavailable() -> None:
     with pytest.raises(StoreUnavailable):
         await store.replace("a", 1, b"x")
     await store.aclose()
+
+
+async def test_a_redis_store_leaves_the_archivers_group_unless_it_holds_records(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """Every process joins the group; restarts must not pile up consumers, nor lose
+    what a closing process had taken and not yet archived."""
+    idle, holding = (RedisStore.from_url(redis_url, 60, redis_prefix) for _ in range(2))
+    assert await idle.pending(10) == []  # joins the group, takes nothing
+    await idle.add({"a": b"v1"})
+    assert await idle.replace("a", 1, b"v2", archive=b"record")
+    assert [item.data for item in await holding.pending(10)] == [b"record"]
+    await idle.aclose()
+    await holding.aclose()
+    groups = redis.Redis.from_url(redis_url)
+    consumers = groups.xinfo_consumers(f"{redis_prefix}archive", "archivers")
+    assert [consumer["pending"] for consumer in consumers] == [1]  # the holder's, kept
+    successor = RedisStore.from_url(redis_url, 60, redis_prefix, claim_after_seconds=0)
+    assert [item.data for item in await successor.pending(10)] == [b"record"]
+    await successor.aclose()

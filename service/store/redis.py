@@ -13,7 +13,10 @@ that a step served by the same process needs a single round trip (its write);
 a stale memory only costs a failed compare-and-set and a fresh read. The
 archive backlog is the stream ``{prefix}archive``, read through a consumer
 group: a record taken by an archiver that dies before acknowledging it is
-claimed by another after ``claim_after_seconds``.
+claimed by another after ``claim_after_seconds``. The stream has no expiry, on
+purpose: it holds finished episodes not yet archived, and stays as small as the
+backlog (acknowledged records are deleted). A store that closes with nothing
+unacknowledged leaves the group, so that restarts do not pile up consumers.
 
 The scripts touch several keys, so the store needs a single Redis server (or a
 replicated one), not Redis Cluster.
@@ -78,6 +81,17 @@ return written
 """Compare-and-sets: ``KEYS`` = the archive stream, then the episodes; ``ARGV`` = the TTL,
 then (version, document, archive record or '') per episode; a reply of 1 (written) or 0."""
 
+_LEAVE_GROUP = """
+if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) == 0 then
+  redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
+end
+"""
+"""Leave the archivers' group (``ARGV``: the group, the consumer) unless the consumer
+still holds records: deleting it would drop them from the group's pending list, and no
+other archiver could claim them. One script, so no record is read in between."""
+
+_UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
+
 ARCHIVERS = "archivers"
 RECENT_EPISODES = 20_000
 """Episodes whose last version the store remembers (an LRU: memory stays bounded)."""
@@ -103,6 +117,7 @@ class RedisStore(EpisodeStore):
         self._add_script = client.register_script(_ADD_MANY)
         self._load_script = client.register_script(_LOAD_MANY)
         self._replace_script = client.register_script(_REPLACE_MANY)
+        self._leave_script = client.register_script(_LEAVE_GROUP)
         self._adds = Coalescer(self._add_all)
         self._loads = Coalescer(self._load_all)
         self._writes = Coalescer(self._replace_all)
@@ -244,13 +259,24 @@ class RedisStore(EpisodeStore):
             await self._redis.ping()
 
     async def aclose(self) -> None:
+        if self._group_ready:
+            await self._leave_group()
         await self._redis.aclose()
+
+    async def _leave_group(self) -> None:
+        try:
+            await self._leave_script(keys=[self._stream], args=[ARCHIVERS, self._consumer])
+        except _UNREACHABLE:
+            pass  # the consumer stays, as after a crash; another archiver claims its records
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):  # the stream was deleted: nothing to leave
+                raise
 
     @asynccontextmanager
     async def _available(self) -> AsyncIterator[None]:
         try:
             yield
-        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        except _UNREACHABLE as exc:
             raise StoreUnavailable(f"the Redis store is unreachable: {exc}") from exc
 
 

@@ -1,0 +1,166 @@
+"""Helpers to run a real ``wander serve`` in tests and benchmarks.
+
+`ServiceProcess` starts the command line in a session (and so a process group) of its
+own, and stops it by signalling the whole group: ``wander serve --workers N`` is a
+uvicorn supervisor and N worker processes, and signalling the supervisor alone would
+leave its workers serving on the port. Stopping returns only once no process of the
+group is running any more.
+
+Only the standard library and httpx: ``wander`` is the base install's package too, and
+importing this module must not pull in the service.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import httpx
+
+__all__ = ["RunningProcess", "ServiceProcess", "free_port", "running_processes"]
+
+PROC = Path("/proc")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RunningProcess(NamedTuple):
+    """One live process, as ``/proc`` describes it."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    command: str
+
+
+def running_processes() -> list[RunningProcess]:
+    """Every process of the machine that is still running (zombies, which hold nothing
+    but their pid until their parent reaps them, are left out). Linux only: it reads
+    ``/proc``."""
+    found = []
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # it ended while we looked
+            continue
+        # "pid (name) state ppid pgrp ...": the name may hold spaces and parentheses.
+        state, ppid, pgid = stat.rsplit(")", 1)[1].split()[:3]
+        if state not in ("Z", "X"):
+            found.append(RunningProcess(int(entry.name), int(ppid), int(pgid), command.strip()))
+    return found
+
+
+class ServiceProcess:
+    """One ``wander serve`` (or ``wander policy serve``) process group on a port of its own."""
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        command: tuple[str, ...] = ("serve",),
+        health: str = "/healthz",
+        *,
+        python: str = sys.executable,
+        cwd: str | None = None,
+    ) -> None:
+        self.env = {**os.environ, **env}
+        self.command, self.health = command, health
+        self.python, self.cwd = python, cwd
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 20.0) -> ServiceProcess:
+        """Start it and wait until ``health`` answers 200; stops it again and raises,
+        with what it wrote to stderr, if it exits or stays silent."""
+        # A file, not a pipe: nobody reads stderr while the service runs, and a full
+        # pipe would block a service that logs every request. The child keeps its copy.
+        with tempfile.TemporaryFile() as stderr:
+            self.process = subprocess.Popen(
+                [self.python, "-m", "wander", *self.command, "--port", str(self.port)],
+                env=self.env,
+                cwd=self.cwd,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                start_new_session=True,
+            )
+            deadline = time.monotonic() + timeout
+            while not self._answers():
+                status = self.process.poll()
+                if status is not None or time.monotonic() > deadline:
+                    self.kill()
+                    stderr.seek(0)
+                    what = "did not answer" if status is None else f"exited with {status}"
+                    raise RuntimeError(
+                        f"wander {self.command[0]} on port {self.port} {what}: "
+                        + stderr.read().decode(errors="replace")
+                    )
+                time.sleep(0.1)
+        return self
+
+    def _answers(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}{self.health}", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Shut down gracefully (SIGTERM, as a process manager would), then ``kill -9``
+        whatever is still running after ``timeout`` seconds."""
+        self._end(signal.SIGTERM, timeout)
+
+    def kill(self) -> None:
+        """``kill -9`` every process of the service: no shutdown, nothing flushed."""
+        self._end(signal.SIGKILL, None)
+
+    def _end(self, first: signal.Signals, grace: float | None) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        group = process.pid  # a session leader's pid is its group's id
+        _signal_group(group, first)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(grace)
+        _signal_group(group, signal.SIGKILL)  # whatever outlived the first signal
+        process.wait()
+        _wait_until_gone(group)
+
+
+def _signal_group(group: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):  # every process of the group has ended
+        os.killpg(group, sig)
+
+
+def _wait_until_gone(group: int, timeout: float = 10.0) -> None:
+    """Wait until no process of ``group`` runs: the supervisor's workers end a moment
+    after it does, and until then they may still hold the port."""
+    deadline = time.monotonic() + timeout
+    while _group_runs(group):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"processes of group {group} still run after SIGKILL")
+        time.sleep(0.01)
+
+
+def _group_runs(group: int) -> bool:
+    if PROC.is_dir():
+        return any(p.pgid == group for p in running_processes())
+    try:  # without /proc: a group whose processes all ended but are not reaped yet counts
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
