@@ -45,30 +45,3 @@ def test_the_base_install_is_a_working_client(live: ServiceProcess, tmp_path: Pa
     )
     assert help_text.returncode == 2
     assert "pip install 'wander-rl[service]'" in help_text.stderr
-
-
-def test_the_images_install_steps_give_a_healthy_service(tmp_path: Path) -> None:
-    """What the Dockerfile does, without Docker: a fresh venv, `pip install .[service]`,
-    `wander serve` in an empty folder, and the image's HEALTHCHECK command."""
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
-    python = env_dir / "bin" / "python"
-    install = subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", f"{ROOT}[service]"],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert install.returncode == 0, install.stderr
-    home = tmp_path / "home"
-    home.mkdir()
-    server = ServiceProcess({"WANDER_REDIS_URL": ""}, python=str(python), cwd=str(home)).start()
-    try:
-        dockerfile = (ROOT / "Dockerfile").read_text()
-        probe = dockerfile.split('"python", "-c", "', 1)[1].split('"]', 1)[0]
-        health = subprocess.run(
-            [python, "-c", probe.replace("127.0.0.1:8000", f"127.0.0.1:{server.port}")],
-            capture_output=True, text=True,
-        )  # fmt: skip
-        assert health.returncode == 0, health.stderr
-        assert (home / "wander.db").exists()  # the SQLite archive, migrated on start
-    finally:
-        server.stop()

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import ServiceProcess
+from wander.testing import ServiceProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "tests" / "plugin"
@@ -131,7 +131,7 @@ def served(service_venv: Path, tmp_path: Path) -> Iterator[tuple[ServiceProcess,
     python = str(service_venv / "bin" / "python")
     server = ServiceProcess({"WANDER_REDIS_URL": ""}, python=python, cwd=str(home)).start()
     yield server, home
-    server.kill()
+    server.stop()
 
 
 def test_wander_serve_from_the_wheel_serves_a_plugin(served: tuple[ServiceProcess, Path]) -> None:
