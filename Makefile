@@ -39,8 +39,8 @@ lint: $(VENV)/.dev
 	$(BIN)/python -m tests.layers
 
 # A wheel of the package in dist/ (what `pip install dist/wander_rl-*.whl` takes).
-wheel: $(VENV)/.dev
-	$(BIN)/python -m pip wheel --quiet --no-deps --wheel-dir dist .
+wheel:
+	$(PYTHON) -m pip wheel --quiet --no-deps --wheel-dir dist .
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build dist *.egg-info
