@@ -164,8 +164,11 @@ def test_an_unreachable_service_is_one_line_naming_its_url(
 
 @pytest.mark.parametrize("url", ["127.0.0.1:8000", "ftp://host", "http://[::", "http://"])
 def test_a_url_that_is_not_http_is_a_usage_error(url: str) -> None:
-    result = runner.invoke(app, ["envs", "--url", url])
-    assert result.exit_code == 2 and "--url" in result.output
+    """At once, before any request is tried (and retried)."""
+    for args in [["envs", "--url", url], ["eval", "tictactoe", "--model", "m", "--base-url", url]]:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert f"'{url}' is not a" in result.output and "URL" in result.output
 
 
 def test_serve_never_prints_passwords() -> None:
