@@ -10,7 +10,24 @@ class WanderError(Exception):
 
 
 class WanderConnectionError(WanderError):
-    """The service could not be reached (after the retries)."""
+    """The service could not be reached (after the retries). The message names the
+    URL tried, since a wrong ``WANDER_URL`` is the usual cause; ``url`` and ``reason``
+    hold its parts."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"cannot reach the Wander service at {url}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+class PolicyEndpointError(Exception):
+    """The model endpoint behind a policy failed: unreachable, an error status, or an
+    answer that is not a chat completion. Not a ``WanderError``: the Wander service is
+    not at fault, and the message says whose endpoint it was."""
+
+    def __init__(self, url: str, problem: str) -> None:
+        super().__init__(f"the policy endpoint at {url} {problem}")
+        self.url = url
 
 
 class WanderAPIError(WanderError):

@@ -68,7 +68,8 @@ async def evaluate(
 
     ``examples``: a count (the first N examples of ``split``) or explicit indices.
     At most ``concurrency`` episodes are in play at once. An episode that fails
-    (the policy or the service raised) is aborted and counted in ``errors``.
+    (the policy or the service raised) is aborted and counted in ``errors``; its
+    result's ``error`` names the exception's class and message.
     """
     indices = list(range(examples)) if isinstance(examples, int) else list(examples)
     info = await client.environment(env)
@@ -87,7 +88,7 @@ async def evaluate(
         except Exception as exc:  # the policy's failures are as varied as its backends
             with contextlib.suppress(WanderError):
                 await episode.delete()  # abort it; it would expire anyway
-            return EpisodeResult(episode_id=episode.id, example=episode.example, error=repr(exc))
+            return EpisodeResult(episode_id=episode.id, example=episode.example, error=_reason(exc))
         return EpisodeResult(
             episode_id=episode.id,
             example=episode.example,
@@ -104,7 +105,7 @@ async def evaluate(
                 )
             except WanderError as exc:
                 bar.advance(task, rollouts)
-                failed = EpisodeResult(episode_id=None, example=index, error=repr(exc))
+                failed = EpisodeResult(episode_id=None, example=index, error=_reason(exc))
                 return [failed.model_copy() for _ in range(rollouts)]
         results = []
         for done in asyncio.as_completed([_limited(slots, play(ep)) for ep in group]):
@@ -132,6 +133,12 @@ def summarize(env: str, results: Sequence[EpisodeResult]) -> EvalSummary:
         components=scored.component_summaries(),
         metrics=scored.metric_summaries(),
     )
+
+
+def _reason(exc: Exception) -> str:
+    """``PolicyEndpointError: the policy endpoint at ... cannot be reached: ...``: whose
+    failure it was, then what the error says."""
+    return f"{type(exc).__name__}: {exc}"
 
 
 async def _limited(slots: asyncio.Semaphore, coroutine: Any) -> EpisodeResult:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 from wander.client.evaluation import EvalSummary, Evaluation
@@ -38,16 +39,24 @@ def summary_table(summary: EvalSummary) -> Table:
     return table
 
 
+def failures(evaluation: Evaluation) -> str | None:
+    """How many episodes failed and the first one's error; None when none did."""
+    errors = [result.error for result in evaluation.results if result.error is not None]
+    if not errors:
+        return None
+    count = len(evaluation.results)
+    return f"{len(errors)} of {count} episodes failed; the first error: {errors[0]}"
+
+
+def require_plotting() -> None:
+    """Raise now what ``plot`` would raise, so that a missing extra is found before an
+    evaluation rather than after it."""
+    _pyplot()
+
+
 def plot(evaluation: Evaluation, path: Path) -> None:
     """A PNG of the reward distribution, and of the outcome rates where there are some."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise RuntimeError("plots need matplotlib: pip install 'wander-rl[plot]'") from exc
-
+    plt = _pyplot()
     summary = evaluation.summary
     totals = [r.total for r in evaluation.results if r.total is not None]
     outcome = summary.metrics.get("outcome")
@@ -66,6 +75,21 @@ def plot(evaluation: Evaluation, path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def _pyplot() -> Any:
+    """matplotlib's pyplot, drawing to files only; without matplotlib, an ImportError
+    that names the extra to install."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ImportError(
+            "plots need matplotlib: pip install 'wander-rl[plot]'", name=exc.name
+        ) from exc
+    return plt
 
 
 def ordered_rates(metric: CategoricalSummary) -> dict[str, float]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,9 +13,9 @@ from typer.testing import CliRunner
 
 from tests.agents import perfect_agent, random_agent
 from wander.cli import app
-from wander.testing import ServiceProcess
+from wander.testing import ServiceProcess, free_port
 
-runner = CliRunner()
+runner = CliRunner(env={"COLUMNS": "200"})  # usage errors are boxed; no wrapping inside
 
 
 def test_serve_refuses_several_workers_on_the_in_process_store(
@@ -33,9 +34,37 @@ def test_db_upgrade_current_and_downgrade(empty_database_url: str) -> None:
     again = runner.invoke(app, ["db", "upgrade", "--database-url", empty_database_url])
     assert "up to date (revision 0001)" in again.output
     current = runner.invoke(app, ["db", "current", "--database-url", empty_database_url])
-    assert "revision 0001 (latest 0001)" in current.output
+    assert current.exit_code == 0 and "revision 0001 (latest 0001)" in current.output
     down = runner.invoke(app, ["db", "downgrade", "base", "--database-url", empty_database_url])
-    assert down.exit_code == 0 and "is at revision None" in down.output
+    assert down.exit_code == 0 and "is at revision None (was 0001)" in down.output
+    empty = runner.invoke(app, ["db", "current", "--database-url", empty_database_url])
+    assert empty.exit_code == 0 and "revision None (latest 0001)" in empty.output
+
+
+@pytest.mark.parametrize("command", [["current"], ["downgrade", "base"]])
+def test_db_commands_do_not_create_a_missing_archive(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("WANDER_DATABASE_URL", raising=False)  # the default: ./wander.db
+    explicit = f"sqlite:///{tmp_path}/elsewhere.db"
+    for args in [["db", *command], ["db", *command, "--database-url", explicit]]:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, result.output
+        assert result.output.startswith("Error: no archive at sqlite:///"), result.output
+        assert "`wander db upgrade`" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_db_commands_name_an_unreachable_database() -> None:
+    url = f"postgresql+psycopg://wander:s3cret@127.0.0.1:{free_port()}/archive"
+    for args in [["current"], ["upgrade"], ["downgrade", "base"]]:
+        result = runner.invoke(app, ["db", *args, "--database-url", url])
+        assert result.exit_code == 1, result.output
+        assert result.output.startswith(
+            "Error: cannot reach the archive at postgresql+psycopg://wander:***@127.0.0.1:"
+        ), result.output
+        assert "s3cret" not in result.output and len(result.output.splitlines()) == 1
 
 
 @pytest.fixture
@@ -65,28 +94,81 @@ def play(url: str, run: str) -> dict[str, str]:
     return outcomes
 
 
+def wait_archived(url: str, run: str, episodes: int) -> None:
+    for _ in range(100):  # the archive writes behind the games
+        summary = httpx.get(f"{url}/v1/runs/{run}")
+        if summary.status_code == 200 and summary.json()["episodes"] == episodes:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"run {run!r} never reached {episodes} archived episodes")
+
+
 def test_export_writes_the_kept_games_as_chat_jsonl(server: ServiceProcess, tmp_path: Path) -> None:
     outcomes = play(server.url, "cli")
     kept = sum(outcome != "loss" for outcome in outcomes.values())
-    output = tmp_path / "sft.jsonl"
+    wait_archived(server.url, "cli", len(outcomes))
+    output = tmp_path / "exports" / "sft.jsonl"
+    output.parent.mkdir()
     args = ["export", "cli", "--exclude-outcome", "loss", "-o", str(output), "--url", server.url]
-    for _ in range(50):  # the archive writes behind the games
-        result = runner.invoke(app, args)
-        assert result.exit_code == 0, result.output
-        if len(output.read_text().splitlines()) == kept:
-            break
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
     lines = output.read_text().splitlines()
     assert len(lines) == kept
     assert all(json.loads(line)["messages"][-1]["role"] == "assistant" for line in lines)
     assert f"Wrote {kept} episodes of run 'cli'" in result.output
+    assert list(output.parent.iterdir()) == [output]
 
 
-def test_export_reports_service_errors(server: ServiceProcess) -> None:
-    result = runner.invoke(app, ["export", "x", "--min-reward", "nan", "--url", server.url])
-    assert result.exit_code == 2
-    assert "422 validation_error" in result.output
-    closed = runner.invoke(app, ["export", "x", "--url", "http://127.0.0.1:9"])
-    assert closed.exit_code == 2 and "cannot reach" in closed.output
+def test_export_reports_service_errors_and_writes_nothing(
+    server: ServiceProcess, tmp_path: Path
+) -> None:
+    output = tmp_path / "exports" / "out.jsonl"
+    output.parent.mkdir()
+    args = ["-o", str(output), "--url", server.url]
+    invalid = runner.invoke(app, ["export", "x", "--min-reward", "nan", *args])
+    assert invalid.exit_code == 2 and "422 validation_error" in invalid.output
+    unknown = runner.invoke(app, ["export", "nope", *args])
+    assert unknown.exit_code == 2
+    assert "404 run_not_found: no archived episode has the run label 'nope'" in unknown.output
+    assert list(output.parent.iterdir()) == []
+    output.write_text("an earlier export\n")
+    again = runner.invoke(app, ["export", "nope", *args])
+    assert again.exit_code == 2 and output.read_text() == "an earlier export\n"
+    assert list(output.parent.iterdir()) == [output]
+
+
+SERVICE_COMMANDS = [
+    ["envs"],
+    ["eval", "tictactoe", "--policy", "random", "-n", "1"],
+    ["play"],
+    ["export", "some-run", "-o", "export.jsonl"],
+    ["train", "warmup-data", "-o", "warmup.jsonl", "-n", "1"],
+]
+
+
+@pytest.mark.parametrize("command", SERVICE_COMMANDS, ids=lambda command: command[0])
+def test_an_unreachable_service_is_one_line_naming_its_url(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    url = f"http://127.0.0.1:{free_port()}"
+    options = [] if command == ["envs"] else ["--url", url]  # envs: from WANDER_URL
+    result = runner.invoke(app, [*command, *options], env={"WANDER_URL": url}, input="")
+    assert result.exit_code == 1, result.output
+    [line] = result.output.splitlines()
+    assert line.startswith(f"Error: cannot reach the Wander service at {url}: "), line
+    assert "Connection refused" in line and "(--url or WANDER_URL)" in line
+    assert isinstance(result.exception, SystemExit)  # no traceback
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8000", "ftp://host", "http://[::", "http://"])
+def test_a_url_that_is_not_http_is_a_usage_error(url: str) -> None:
+    """At once, before any request is tried (and retried)."""
+    for args in [["envs", "--url", url], ["eval", "tictactoe", "--model", "m", "--base-url", url]]:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert f"'{url}' is not a" in result.output and "URL" in result.output
 
 
 def test_serve_never_prints_passwords() -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,17 +15,19 @@ import pytest
 from starlette.types import ASGIApp
 from typer.testing import CliRunner
 from wander.client import AssistantMessage, AsyncWanderClient, Message
+from wander.client.errors import PolicyEndpointError
 from wander.client.evaluation import evaluate
 from wander.client.policies import MinimaxPolicy, OpenAIChatPolicy, RandomPolicy
 from wander.client.policies.tictactoe import NotATicTacToePrompt, best_moves, read_board
 from wander.client.report import plot
+from wander.client.retry import NO_RETRY
 from wander.service.envs.seeding import example_seed
 from wander.service.envs.tictactoe import TicTacToe, TicTacToeConfig
 from wander.service.envs.tictactoe.env import render_board
 from wander.service.envs.tictactoe.game import optimal_moves, positions
 
 from wander.cli import app as cli
-from wander.testing import ServiceProcess
+from wander.testing import ServiceProcess, free_port
 
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
 
@@ -87,7 +90,8 @@ async def test_a_failing_policy_is_an_error_and_its_episode_is_aborted(app: ASGI
             wander, "tictactoe", Flaky(), examples=1, concurrency=1, progress=False
         )
         [result] = evaluation.results
-        assert evaluation.summary.errors == 1 and "model server fell over" in result.error
+        assert evaluation.summary.errors == 1
+        assert result.error == "RuntimeError: model server fell over"
         assert (await wander.episode(result.episode_id)).status == "aborted"
 
 
@@ -172,6 +176,51 @@ async def test_the_openai_policy_sends_what_openai_expects() -> None:
     }
 
 
+def endpoint(reply: Callable[[httpx.Request], httpx.Response]) -> OpenAIChatPolicy:
+    return OpenAIChatPolicy(
+        "m", "http://llm.test/v1/", retry=NO_RETRY, transport=httpx.MockTransport(reply)
+    )
+
+
+def refused(request: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+
+
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        (refused, "cannot be reached: [Errno 111] Connection refused "
+                  "(POST /chat/completions, tried once)"),
+        (lambda r: httpx.Response(401, json={"error": {"message": "bad key", "code": "auth"}}),
+         "answered 401: bad key"),
+        (lambda r: httpx.Response(200, json={"choices": []}),
+         "answered something other than a chat completion: '{\"choices\":[]}'"),
+        (lambda r: httpx.Response(200, text="<html>"),
+         "answered something other than a chat completion: '<html>'"),
+    ],
+)  # fmt: skip
+async def test_the_openai_policy_names_its_endpoint_when_it_fails(
+    reply: Callable[[httpx.Request], httpx.Response], problem: str
+) -> None:
+    policy = endpoint(reply)
+    with pytest.raises(PolicyEndpointError) as failure:
+        await policy.act([Message(role="user", content="hi")])
+    await policy.aclose()
+    assert str(failure.value) == f"the policy endpoint at http://llm.test/v1 {problem}"
+
+
+async def test_an_unreachable_policy_is_not_the_services_error(app: ASGIApp) -> None:
+    async with asgi_client(app) as wander:
+        evaluation = await evaluate(
+            wander, "tictactoe", endpoint(refused), examples=2, progress=False
+        )
+    assert evaluation.summary.errors == 2
+    assert {r.error for r in evaluation.results} == {
+        "PolicyEndpointError: the policy endpoint at http://llm.test/v1 cannot be reached: "
+        "[Errno 111] Connection refused (POST /chat/completions, tried once)"
+    }
+
+
 @pytest.fixture(scope="module")
 def baseline_server() -> Iterator[ServiceProcess]:
     process = ServiceProcess(
@@ -233,3 +282,58 @@ def test_wander_play_lets_a_person_play(live: ServiceProcess) -> None:
     assert result.exit_code == 0, result.output
     assert "Your move" in result.output and "Game over." in result.output
     assert "Total reward" in result.output
+
+
+def episodes_created(url: str) -> float:
+    """The service's count of episodes created so far, from its metrics."""
+    lines = httpx.get(f"{url}/metrics").text.splitlines()
+    return sum(float(line.split()[-1]) for line in lines
+               if line.startswith("wander_episodes_created_total{"))  # fmt: skip
+
+
+def test_wander_eval_checks_for_matplotlib_before_playing(
+    live: ServiceProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib: ImportError
+    before = episodes_created(live.url)
+    args = ["eval", "tictactoe", "--policy", "random", "-n", "2", "--url", live.url,
+            "--plot", str(tmp_path / "r.png")]  # fmt: skip
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 2, result.output
+    assert "plots need matplotlib: pip install 'wander-rl[plot]'" in result.output
+    assert episodes_created(live.url) == before
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_wander_eval_fails_when_the_policy_endpoint_is_unreachable(
+    live: ServiceProcess, tmp_path: Path
+) -> None:
+    policy = f"http://127.0.0.1:{free_port()}/v1"
+    args = ["eval", "tictactoe", "--model", "m", "--base-url", policy, "-n", "3",
+            "--url", live.url, "--output", str(tmp_path / "r.jsonl")]  # fmt: skip
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 1, result.output
+    assert "0 episodes scored, 3 errors" in " ".join(result.output.split())  # a wrapped title
+    last = result.output.splitlines()[-1]
+    assert last.startswith(
+        "Error: 3 of 3 episodes failed; the first error: PolicyEndpointError: "
+        f"the policy endpoint at {policy} cannot be reached: Connection refused"
+    ), last
+    assert "Wander service" not in result.output
+    lines = (tmp_path / "r.jsonl").read_text().splitlines()
+    assert [json.loads(line)["error"].split(":")[0] for line in lines] == [
+        "PolicyEndpointError"
+    ] * 3
+
+
+def test_wander_eval_reports_a_partial_failure_and_succeeds(
+    live: ServiceProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("wander.commands.client.make_policy", lambda *a, **k: Flaky())
+    args = ["eval", "tictactoe", "-n", "3", "-c", "1", "--url", live.url]
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "2 episodes scored, 1 errors" in " ".join(result.output.split())
+    assert "1 of 3 episodes failed; the first error: RuntimeError: model server fell over" in (
+        result.output
+    )

@@ -59,11 +59,11 @@ def test_grpo_steps_train_on_the_models_tokens_only(
         outputs: list[dict[str, Any]] = []
         trainer.rollout_func = lambda prompts, t: outputs.append(rollout(prompts, t)) or outputs[-1]
         trainer.train()
-        for _ in range(50):  # the archive writes behind
-            page = client.episodes("grpo-e2e", limit=1000)
-            if page.total == 16:
+        for _ in range(50):  # the archive writes behind (the run is unknown until then)
+            if any(r.run == "grpo-e2e" and r.episodes == 16 for r in client.runs()):
                 break
             time.sleep(0.1)
+        page = client.episodes("grpo-e2e", limit=1000)
 
     assert trainer.args.epsilon_high == CISPO_EPSILON_HIGH  # not TRL's 0.2 fallback
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]

@@ -6,12 +6,19 @@ import asyncio
 import json
 import math
 from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+from wander.service.app import create_app
+from wander.service.archive import Archive
+from wander.service.settings import Settings
 
 from tests.agents import answer, perfect_agent, random_agent
 from tests.helpers import create, error_of, play_game, step
+from tests.records import tictactoe_record
 
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
 RANDOM = {"min_random_move_prob": 1.0, "max_random_move_prob": 1.0}
@@ -101,17 +108,67 @@ async def test_export_without_losses_has_exactly_the_other_games(api: httpx.Asyn
         assert all(m["content"] for m in transcript)
 
 
-async def test_runs_api_errors(api: httpx.AsyncClient) -> None:
-    missing = await api.get("/v1/runs/nope")
-    assert missing.status_code == 404 and error_of(missing)["code"] == "run_not_found"
-    empty = (await api.get("/v1/runs/nope/episodes")).json()
-    assert empty["total"] == 0 and empty["episodes"] == []
-    for params in [{"limit": 0}, {"limit": 5000}, {"offset": -1}, {"format": "csv"},
-                   {"status": "active"}, {"min_reward": "high"}, {"max_reward": "nan"},
-                   {"min_reward": "inf"}]:  # fmt: skip
-        response = await api.get("/v1/runs/x/episodes", params=params)
+@pytest.fixture
+async def archived_api(database_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """The service over an archive on SQLite and on PostgreSQL holding run-a's
+    episodes ep_0000 (a win) and ep_0001 (a loss)."""
+    archive = Archive(database_url)
+    archive.write([tictactoe_record(0, "win"), tictactoe_record(1, "loss")])
+    archive.dispose()
+    settings = Settings(redis_url=None, database_url=database_url)
+    async with LifespanManager(create_app(settings)) as manager:
+        transport = httpx.ASGITransport(app=manager.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://wander.test") as api:
+            yield api
+
+
+BAD_QUERIES: list[dict[str, Any]] = [
+    {"limit": 0}, {"limit": 5000}, {"limit": 2**63}, {"offset": -1}, {"offset": 2**63},
+    {"offset": 2**64}, {"offset": "1e3"}, {"format": "csv"}, {"status": "active"},
+    {"min_reward": "high"}, {"min_reward": "nan"}, {"max_reward": "nan"}, {"min_reward": "inf"},
+    {"max_reward": "-inf"}, {"min_reward": "Infinity"}, {"max_reward": "1e400"},
+    {"env": "tic\x00tac"}, {"outcome": ["win", "lo\x00ss"]}, {"exclude_outcome": "\x00"},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("output", ["json", "jsonl"])
+async def test_bad_queries_are_validation_errors(
+    archived_api: httpx.AsyncClient, output: str
+) -> None:
+    for params in BAD_QUERIES:
+        query = {"format": output, **params}
+        response = await archived_api.get("/v1/runs/run-a/episodes", params=query)
         assert response.status_code == 422, params
-        assert error_of(response)["code"] == "validation_error"
+        assert error_of(response)["code"] == "validation_error", params
+    for path in ["/v1/runs/run%00a", "/v1/runs/run%00a/episodes"]:
+        response = await archived_api.get(path)
+        assert response.status_code == 422 and error_of(response)["details"][0]["loc"] == [
+            "path",
+            "run",
+        ]
+
+
+async def test_the_largest_offset_is_an_empty_page(archived_api: httpx.AsyncClient) -> None:
+    page = await archived_api.get("/v1/runs/run-a/episodes", params={"offset": 2**63 - 1})
+    assert page.status_code == 200
+    assert page.json()["total"] == 2 and page.json()["episodes"] == []
+
+
+async def test_an_unknown_run_is_run_not_found_in_every_form(
+    archived_api: httpx.AsyncClient,
+) -> None:
+    for path, params in [("/v1/runs/nope", {}), ("/v1/runs/nope/episodes", {}),
+                         ("/v1/runs/nope/episodes", {"format": "jsonl"})]:  # fmt: skip
+        response = await archived_api.get(path, params=params)
+        assert response.status_code == 404, (path, params)
+        assert error_of(response)["code"] == "run_not_found"
+        assert "'nope'" in error_of(response)["message"]
+    # A known run that no episode of matches the filters is not an error.
+    nothing = {"outcome": "draw"}
+    page = await archived_api.get("/v1/runs/run-a/episodes", params=nothing)
+    assert page.status_code == 200 and page.json()["total"] == 0
+    lines = await archived_api.get("/v1/runs/run-a/episodes", params=nothing | {"format": "jsonl"})
+    assert lines.status_code == 200 and lines.text == ""
 
 
 async def test_run_labels_may_hold_slashes(api: httpx.AsyncClient) -> None:

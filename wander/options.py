@@ -2,15 +2,40 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, NoReturn, ParamSpec, TypeVar
 
 import typer
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def http_url(value: str | None) -> str | None:
+    """An http(s) URL with a host, checked when the options are read: a typo is a usage
+    error at once, not a retried request that fails seconds later."""
+    if value is None:
+        return None
+    import httpx
+
+    try:
+        url = httpx.URL(value)
+    except httpx.InvalidURL as exc:
+        raise typer.BadParameter(f"{value!r} is not a URL: {exc}") from exc
+    if url.scheme not in ("http", "https") or not url.host:
+        raise typer.BadParameter(f"{value!r} is not an http:// or https:// URL")
+    return value
+
 
 UrlOption = Annotated[
     str | None,
     typer.Option(
-        "--url", envvar="WANDER_URL", help="The Wander service [default: http://127.0.0.1:8000]."
+        "--url",
+        envvar="WANDER_URL",
+        callback=http_url,
+        help="The Wander service [default: http://127.0.0.1:8000].",
     ),
 ]
 ApiKeyOption = Annotated[
@@ -31,6 +56,32 @@ def parse_config(text: str | None) -> dict[str, Any] | None:
     if not isinstance(config, dict):
         raise typer.BadParameter("must be a JSON object", param_hint="--config")
     return config
+
+
+def fail(message: str) -> NoReturn:
+    """End the command with one line on stderr and exit status 1: for what went wrong
+    while it ran, where a usage error (status 2, in a box) would blame the options."""
+    typer.echo(f"Error: {message}", err=True)
+    raise typer.Exit(1)
+
+
+def talks_to_service(command: Callable[P, R]) -> Callable[P, R]:
+    """For a command that talks to the service: an unreachable service is one line that
+    names the URL tried and how to change it; an error the service answered is a
+    usage error with its code. Never a traceback."""
+
+    @functools.wraps(command)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        from wander.client.errors import WanderConnectionError, WanderError
+
+        try:
+            return command(*args, **kwargs)
+        except WanderConnectionError as exc:
+            fail(f"{exc}. Is `wander serve` running there? (--url or WANDER_URL)")
+        except WanderError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+
+    return run
 
 
 def service_settings() -> Any:

@@ -7,11 +7,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from wander.client._api import Call
+from wander.client.errors import PolicyEndpointError, WanderAPIError, WanderConnectionError
 from wander.client.models import AssistantMessage, Message
 from wander.client.retry import Retry
-from wander.client.transport import asend
+from wander.client.transport import asend, display_url
 
 
 class _Choice(BaseModel):
@@ -31,7 +32,8 @@ class OpenAIChatPolicy:
 
     The key comes from ``api_key`` or the environment variable ``api_key_env``
     (none is sent if neither is set, as a local vLLM expects). Rate limits and
-    server errors are retried with backoff.
+    server errors are retried with backoff; what still fails is a
+    ``PolicyEndpointError`` naming the endpoint, never mistaken for the service's.
     """
 
     def __init__(
@@ -56,6 +58,7 @@ class OpenAIChatPolicy:
             timeout=httpx.Timeout(timeout, connect=10.0),
             transport=transport,
         )
+        self.url = display_url(self._http.base_url)
 
     async def act(
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None
@@ -67,13 +70,21 @@ class OpenAIChatPolicy:
         }
         if tools:
             body["tools"] = list(tools)
-        call = Call(
-            "POST",
-            "/chat/completions",
-            lambda r: _COMPLETION.validate_json(r.content).choices[0].message,
-            json=body,
-        )
-        return await asend(self._http, call, self.retry)
+        call = Call("POST", "/chat/completions", self._first_message, json=body)
+        try:
+            return await asend(self._http, call, self.retry)
+        except WanderConnectionError as exc:
+            raise PolicyEndpointError(self.url, f"cannot be reached: {exc.reason}") from exc
+        except WanderAPIError as exc:
+            problem = f"answered {exc.status}: {exc.message}"
+            raise PolicyEndpointError(self.url, problem) from exc
+
+    def _first_message(self, response: httpx.Response) -> AssistantMessage:
+        try:
+            return _COMPLETION.validate_json(response.content).choices[0].message
+        except (ValidationError, IndexError) as exc:
+            problem = f"answered something other than a chat completion: {response.text[:200]!r}"
+            raise PolicyEndpointError(self.url, problem) from exc
 
     async def aclose(self) -> None:
         await self._http.aclose()

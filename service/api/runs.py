@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import StreamingResponse
+from pydantic import AfterValidator
 from wander.client.models import ArchivedEpisodesPage, RunsResponse, RunSummary
 from wander.service.api.deps import ArchiveDep
 from wander.service.api.errors import ERROR_RESPONSES
@@ -16,6 +17,21 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=ERROR_RESPONSES)
 # episodes route comes first so that ".../episodes" is never read as a label.
 
 JSONL_MEDIA_TYPE = "application/x-ndjson"
+MAX_OFFSET = 2**63 - 1
+"""SQLite's INTEGER and PostgreSQL's BIGINT, which bind OFFSET, are signed 64-bit:
+one past this is a driver error, not an empty page."""
+
+
+def _no_nul(text: str) -> str:
+    # PostgreSQL text cannot hold NUL, so the driver refuses to even compare with one.
+    if "\x00" in text:
+        raise ValueError("must not contain a NUL character")
+    return text
+
+
+StoredText = Annotated[str, AfterValidator(_no_nul)]
+"""A run label or filter value: any text the archive can store."""
+RunLabel = Annotated[StoredText, Path(description="The run label (it may hold slashes).")]
 
 
 @router.get("")
@@ -30,20 +46,20 @@ def list_runs(archive: ArchiveDep) -> RunsResponse:
     responses={200: {"content": {JSONL_MEDIA_TYPE: {}}}},
 )
 def run_episodes(
-    run: str,
+    run: RunLabel,
     archive: ArchiveDep,
-    env: str | None = None,
+    env: StoredText | None = None,
     status: Literal["done", "aborted"] | None = None,
     outcome: Annotated[
-        list[str] | None, Query(description="Keep these outcomes (repeatable).")
+        list[StoredText] | None, Query(description="Keep these outcomes (repeatable).")
     ] = None,
     exclude_outcome: Annotated[
-        list[str] | None, Query(description="Drop these outcomes (repeatable).")
+        list[StoredText] | None, Query(description="Drop these outcomes (repeatable).")
     ] = None,
     min_reward: Annotated[float | None, Query(allow_inf_nan=False)] = None,
     max_reward: Annotated[float | None, Query(allow_inf_nan=False)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     output: Annotated[
         Literal["json", "jsonl"],
         Query(
@@ -53,7 +69,10 @@ def run_episodes(
         ),
     ] = "json",
 ) -> Any:
-    """A page of a run's archived episodes, oldest first, or all of them as JSON lines."""
+    """A page of a run's archived episodes, oldest first, or all of them as JSON lines.
+
+    404 ``run_not_found`` when no archived episode has the label; a known run that no
+    episode of matches the filters gives an empty page (or no lines)."""
     filters = EpisodeFilter(
         env=env,
         status=status,
@@ -63,12 +82,17 @@ def run_episodes(
         max_reward=max_reward,
     )
     if output == "jsonl":
-        archive.ping()  # fail with a 503 now rather than in the middle of the stream
+        # A 503 or a 404 now, rather than a stream that breaks off or says nothing.
+        archive.ping()
+        archive.require_run(run)
         return StreamingResponse(archive.transcripts(run, filters), media_type=JSONL_MEDIA_TYPE)
-    return archive.episodes(run, filters, limit=limit, offset=offset)
+    page = archive.episodes(run, filters, limit=limit, offset=offset)
+    if page.total == 0:
+        archive.require_run(run)
+    return page
 
 
 @router.get("/{run:path}")
-def run_summary(run: str, archive: ArchiveDep) -> RunSummary:
+def run_summary(run: RunLabel, archive: ArchiveDep) -> RunSummary:
     """Reward statistics, component means and metric distributions of a run."""
     return archive.summary(run)

@@ -137,7 +137,7 @@ class Archive:
                 if status == "done":
                     done.add(total, components, metrics)
         if first is None:
-            raise RunNotFound(f"no archived episode has the run label {run!r}")
+            raise _run_not_found(run)
         return RunSummary(
             run=run,
             episodes=sum(statuses.values()),
@@ -149,6 +149,13 @@ class Archive:
             components=done.component_means(),
             metrics=done.metric_summaries(),
         )
+
+    def require_run(self, run: str) -> None:
+        """Raise ``RunNotFound`` unless some archived episode has the label ``run``."""
+        query = select(ArchivedEpisode.id).where(ArchivedEpisode.run == run).limit(1)
+        with self._available(), self.engine.connect() as connection:
+            if connection.execute(query).first() is None:
+                raise _run_not_found(run)
 
     def episodes(
         self, run: str, filters: EpisodeFilter, *, limit: int, offset: int
@@ -194,6 +201,10 @@ def _upsert_statement(dialect: str) -> Any:
         index_elements=[table.c.id],
         set_={c.name: statement.excluded[c.name] for c in table.c if c.name != "id"},
     )
+
+
+def _run_not_found(run: str) -> RunNotFound:
+    return RunNotFound(f"no archived episode has the run label {run!r}")
 
 
 def _is_disconnect(exc: DBAPIError) -> bool:

@@ -3,32 +3,37 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, Annotated, Any
 
 import typer
 
 from wander.commands.policies import PolicyName, make_policy
-from wander.options import ApiKeyOption, ConfigOption, UrlOption, parse_config
+from wander.options import (
+    ApiKeyOption,
+    ConfigOption,
+    UrlOption,
+    fail,
+    http_url,
+    parse_config,
+    talks_to_service,
+)
 
 
-def _fail(exc: Exception, hint: str | None = None) -> typer.BadParameter:
-    return typer.BadParameter(str(exc), param_hint=hint)
-
-
+@talks_to_service
 def envs(url: UrlOption = None, api_key: ApiKeyOption = None) -> None:
     """List the service's environments."""
     from rich.console import Console
     from rich.table import Table
 
-    from wander.client import WanderClient, WanderError
+    from wander.client import WanderClient
 
-    try:
-        with WanderClient(url, api_key) as wander:
-            environments = wander.environments()
-    except WanderError as exc:
-        raise _fail(exc, "--url") from exc
+    with WanderClient(url, api_key) as wander:
+        environments = wander.environments()
     table = Table("name", "kind", "version", "splits", "reward components (weight)")
     for env in environments:
         splits = ", ".join(f"{name} {size}" for name, size in env.splits.items())
@@ -40,6 +45,7 @@ def envs(url: UrlOption = None, api_key: ApiKeyOption = None) -> None:
         console.print(f"[bold]{env.name}[/bold]: {env.description}")
 
 
+@talks_to_service
 def evaluate(
     env: Annotated[str, typer.Argument(help="The environment.")],
     policy: Annotated[PolicyName, typer.Option(help="What plays.")] = PolicyName.openai,
@@ -48,7 +54,8 @@ def evaluate(
         typer.Option(help="openai: the model name; transformers: a checkpoint, hub id or tiny."),
     ] = None,
     base_url: Annotated[
-        str | None, typer.Option(help="openai: the endpoint [default: OpenAI's].")
+        str | None,
+        typer.Option(callback=http_url, help="openai: the endpoint [default: OpenAI's]."),
     ] = None,
     api_key_env: Annotated[
         str, typer.Option(help="openai: environment variable holding the key.")
@@ -74,14 +81,24 @@ def evaluate(
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
 ) -> None:
-    """Evaluate a policy: examples x rollouts episodes, played concurrently."""
+    """Evaluate a policy: examples x rollouts episodes, played concurrently.
+
+    Exits with status 1 when every episode failed; a partial failure is reported
+    with its count and first error, and the exit status stays 0.
+    """
     from rich.console import Console
+    from rich.text import Text
 
-    from wander.client import AsyncWanderClient, WanderError
+    from wander.client import AsyncWanderClient
     from wander.client.evaluation import evaluate as run_evaluation
+    from wander.client.report import failures, require_plotting, summary_table
     from wander.client.report import plot as save_plot
-    from wander.client.report import summary_table
 
+    if plot:
+        try:
+            require_plotting()
+        except ImportError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--plot") from exc
     sampling = {"temperature": temperature, "max_tokens": max_tokens}
     player = make_policy(
         policy,
@@ -100,20 +117,23 @@ def evaluate(
                 concurrency=concurrency, config=parse_config(config), split=split, run=run,
             )  # fmt: skip
 
-    try:
-        evaluation = asyncio.run(main())
-    except WanderError as exc:
-        raise _fail(exc) from exc
+    evaluation = asyncio.run(main())
     console = Console()
     console.print(summary_table(evaluation.summary))
     if output:
         evaluation.save_jsonl(output)
         console.print(f"Results: {output}")
+    failed = failures(evaluation)
+    if failed and evaluation.summary.errors == evaluation.summary.episodes:
+        fail(failed)
+    if failed:
+        console.print(Text(failed, style="yellow"))
     if plot:
         save_plot(evaluation, plot)
         console.print(f"Plot: {plot}")
 
 
+@talks_to_service
 def play(
     env: Annotated[str, typer.Argument(help="The environment.")] = "tictactoe",
     config: ConfigOption = None,
@@ -125,7 +145,7 @@ def play(
     """Play an episode yourself, in the terminal (type a cell number, or a whole answer)."""
     from rich.console import Console
 
-    from wander.client import AsyncWanderClient, WanderError
+    from wander.client import AsyncWanderClient
     from wander.client.policies import HumanPolicy
 
     console = Console()
@@ -141,14 +161,12 @@ def play(
             console.print(episode.messages[-1].content)
             return await episode.score()
 
-    try:
-        score = asyncio.run(main())
-    except WanderError as exc:
-        raise _fail(exc) from exc
+    score = asyncio.run(main())
     components = ", ".join(f"{name} {value:g}" for name, value in score.components.items())
     console.print(f"[bold]Total reward {score.total:g}[/bold] ({components})")
 
 
+@talks_to_service
 def export(
     run: Annotated[str, typer.Argument(help="The run label.")],
     output: Annotated[
@@ -167,12 +185,14 @@ def export(
     api_key: ApiKeyOption = None,
 ) -> None:
     """Export a run's archived episodes as a chat dataset for SFT: one {"messages": [...]}
-    per line, each ending on the model's last message."""
+    per line, each ending on the model's last message. Nothing is written unless the
+    whole export arrives."""
     import httpx
 
     from wander.client._api import episode_filters, episodes_path
     from wander.client.config import client_options
     from wander.client.errors import error_from_response
+    from wander.client.transport import unreachable
 
     params = episode_filters(
         env=env,
@@ -181,28 +201,48 @@ def export(
         min_reward=min_reward,
         max_reward=max_reward,
     )
-    options = client_options(url, api_key, 60.0)
-    lines = 0
-    sink = output.open("w", encoding="utf-8") if output else sys.stdout
-    try:
-        with (
-            httpx.Client(**options) as http,
-            http.stream("GET", episodes_path(run), params={**params, "format": "jsonl"}) as answer,
-        ):
-            if answer.is_error:
-                answer.read()
-                raise _fail(error_from_response(answer.status_code, _json(answer), answer.text))
-            for line in answer.iter_lines():
-                if line:
-                    sink.write(line + "\n")
-                    lines += 1
-    except httpx.TransportError as exc:
-        raise _fail(f"cannot reach {options['base_url']}: {exc}", "--url") from exc  # type: ignore[arg-type]
-    finally:
-        if output:
-            sink.close()
+    path = episodes_path(run)
+    with httpx.Client(**client_options(url, api_key, 60.0)) as http:
+        try:
+            with http.stream("GET", path, params={**params, "format": "jsonl"}) as answer:
+                if answer.is_error:
+                    answer.read()
+                    raise error_from_response(answer.status_code, _json(answer), answer.text)
+                with _sink(output) as sink:
+                    lines = _copy_lines(answer.iter_lines(), sink)
+        except httpx.TransportError as exc:
+            raise unreachable(http.base_url, f"GET {path}", exc) from exc
     if output:
         typer.echo(f"Wrote {lines} episodes of run {run!r} to {output}", err=True)
+
+
+def _copy_lines(lines: Iterable[str], sink: IO[str]) -> int:
+    count = 0
+    for line in lines:
+        if line:
+            sink.write(line + "\n")
+            count += 1
+    return count
+
+
+@contextmanager
+def _sink(output: Path | None) -> Iterator[IO[str]]:
+    """stdout, or a file beside ``output`` that replaces it only once the block
+    succeeds: a failed export leaves no empty or cut-off file behind."""
+    if output is None:
+        yield sys.stdout
+        return
+    partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
+    try:
+        sink = partial.open("x", encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot write {output}: {exc.strerror}")
+    try:
+        with sink:
+            yield sink
+        partial.replace(output)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _json(response: Any) -> Any:

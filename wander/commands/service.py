@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
-from wander.options import service_settings
+from wander.options import fail, service_settings
 
 db = typer.Typer(help="The archive database.", no_args_is_help=True)
 
@@ -73,24 +74,26 @@ def db_downgrade(
     """Migrate the archive back to an earlier revision."""
     from wander.service.archive.migrations import downgrade
 
-    url = database_url or service_settings().database_url
+    url = _existing_archive(database_url or service_settings().database_url)
+    before = _revision(url)  # also: a database that cannot be reached ends here
     downgrade(url, revision)
-    typer.echo(f"Archive {_safe(url)} is at revision {_revision(url)}")
+    typer.echo(f"Archive {_safe(url)} is at revision {_revision(url)} (was {before})")
 
 
 @db.command("current")
 def db_current(database_url: DatabaseOption = None) -> None:
-    """Show the archive's revision and the latest one."""
+    """Show the archive's revision and the latest one; exit status 1 where there is no
+    archive, which is not the same as an archive at no revision (an empty database)."""
     from wander.service.archive.migrations import head_revision
 
-    url = database_url or service_settings().database_url
+    url = _existing_archive(database_url or service_settings().database_url)
     typer.echo(f"{_safe(url)}: revision {_revision(url)} (latest {head_revision()})")
 
 
 def _upgrade(url: str, revision: str = "head") -> None:
     from wander.service.archive.migrations import upgrade
 
-    before = _revision(url)
+    before = _revision(url)  # also: a database that cannot be reached ends here
     upgrade(url, revision)
     after = _revision(url)
     if before == after:
@@ -99,13 +102,32 @@ def _upgrade(url: str, revision: str = "head") -> None:
         typer.echo(f"Archive {_safe(url)} migrated from revision {before} to {after}")
 
 
+def _existing_archive(url: str) -> str:
+    """``url``, unless it names a SQLite file that does not exist: connecting to it would
+    create it, so commands that only read or undo end here instead."""
+    from sqlalchemy.engine import make_url
+
+    database = make_url(url).database if url.startswith("sqlite") else None
+    if database and database != ":memory:" and not Path(database).exists():
+        fail(
+            f"no archive at {_safe(url)}: {database} does not exist "
+            "(`wander db upgrade` or `wander serve` creates it)"
+        )
+    return url
+
+
 def _revision(url: str) -> str | None:
+    """The archive's revision; a database that cannot be reached is one line naming it."""
+    from sqlalchemy.exc import OperationalError
+
     from wander.service.archive.connect import make_engine
     from wander.service.archive.migrations import current_revision
 
     engine = make_engine(url)
     try:
         return current_revision(engine)
+    except OperationalError as exc:
+        fail(f"cannot reach the archive at {_safe(url)}: {' '.join(str(exc.orig).split())}")
     finally:
         engine.dispose()
 

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from wander.options import ApiKeyOption, ConfigOption, UrlOption, parse_config
+from wander.options import ApiKeyOption, ConfigOption, UrlOption, parse_config, talks_to_service
 
 train = typer.Typer(help="Train a policy (needs: pip install 'wander-rl\\[trainer]').",
                     no_args_is_help=True)  # fmt: skip
@@ -26,6 +26,7 @@ def require_trainer() -> None:
 
 
 @train.command("grpo")
+@talks_to_service
 def grpo(
     config: Annotated[Path, typer.Option("--config", exists=True, help="The run's TOML file.")],
     url: UrlOption = None,
@@ -84,6 +85,7 @@ def sft(
 
 
 @train.command("warmup-data")
+@talks_to_service
 def warmup_data(
     output: Annotated[Path, typer.Option("--output", "-o", help="Chat JSONL to write.")],
     env: Annotated[str, typer.Option(help="The environment.")] = "tictactoe",

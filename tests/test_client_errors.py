@@ -1,0 +1,44 @@
+"""What the client says when the service cannot be reached: where it looked, and why."""
+
+from __future__ import annotations
+
+import pytest
+from wander.client import AsyncWanderClient, WanderClient
+from wander.client.errors import WanderConnectionError
+from wander.client.retry import Retry
+
+from wander.testing import free_port
+
+QUICK = Retry(attempts=2, backoff_seconds=0.01)
+
+
+def test_the_blocking_client_names_the_url_it_tried() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    with WanderClient(url + "/", retry=QUICK) as wander, pytest.raises(WanderConnectionError) as e:
+        wander.environments()
+    assert str(e.value) == (
+        f"cannot reach the Wander service at {url}: Connection refused "
+        "(GET /v1/environments, tried 2 times)"
+    )
+    assert e.value.url == url
+
+
+async def test_the_async_client_names_the_url_it_tried() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    async with AsyncWanderClient(url, retry=QUICK) as wander:
+        with pytest.raises(WanderConnectionError) as e:
+            await wander.create("tictactoe")
+    # asyncio reports "All connection attempts failed"; the reason underneath is given
+    assert str(e.value) == (
+        f"cannot reach the Wander service at {url}: Connection refused "
+        "(POST /v1/episodes, tried 2 times)"
+    )
+
+
+def test_a_password_in_the_url_is_not_repeated(monkeypatch: pytest.MonkeyPatch) -> None:
+    port = free_port()
+    monkeypatch.setenv("WANDER_URL", f"http://agent:s3cret@127.0.0.1:{port}")
+    with WanderClient(retry=QUICK) as wander, pytest.raises(WanderConnectionError) as e:
+        wander.runs()
+    assert e.value.url == f"http://agent:***@127.0.0.1:{port}"
+    assert "s3cret" not in str(e.value)
