@@ -40,6 +40,7 @@ from wander.client.models import (
     Score,
     StepError,
     StepResult,
+    UnavailableEnvironments,
     ToolCall,
 )
 from wander.client.retry import NO_RETRY, Retry
@@ -74,6 +75,7 @@ __all__ = [
     "ServiceUnavailable",
     "StepError",
     "StepResult",
+    "UnavailableEnvironments",
     "ToolCall",
     "TurnMismatch",
     "Unauthorized",

@@ -30,6 +30,7 @@ from wander.client.models import (
     StepError,
     StepRequest,
     StepResult,
+    UnavailableEnvironments,
 )
 
 T = TypeVar("T")
@@ -73,9 +74,19 @@ def _segment(value: str) -> str:
 _STEP_RESULTS: TypeAdapter[BatchStepResponse] = TypeAdapter(BatchStepResponse)
 
 
+_ENVIRONMENTS: TypeAdapter[EnvironmentsResponse] = TypeAdapter(EnvironmentsResponse)
+
+
 def environments() -> Call[list[EnvInfo]]:
-    adapter = TypeAdapter(EnvironmentsResponse)
-    return Call("GET", "/v1/environments", lambda r: adapter.validate_json(r.content).environments)
+    return Call("GET", "/v1/environments", lambda r: _listing(r).environments)
+
+
+def unavailable_environments() -> Call[list[UnavailableEnvironments]]:
+    return Call("GET", "/v1/environments", lambda r: _listing(r).unavailable)
+
+
+def _listing(response: httpx.Response) -> EnvironmentsResponse:
+    return _ENVIRONMENTS.validate_json(response.content)
 
 
 def environment(name: str) -> Call[EnvInfo]:

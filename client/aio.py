@@ -23,6 +23,7 @@ from wander.client.models import (
     Score,
     StepError,
     StepResult,
+    UnavailableEnvironments,
 )
 from wander.client.retry import Retry
 from wander.client.transport import asend
@@ -71,6 +72,10 @@ class AsyncWanderClient:
 
     async def environments(self) -> list[EnvInfo]:
         return await self._send(_api.environments())
+
+    async def unavailable_environments(self) -> list[UnavailableEnvironments]:
+        """Environments installed on the service but not offered, with why (a missing extra)."""
+        return await self._send(_api.unavailable_environments())
 
     async def environment(self, name: str) -> EnvInfo:
         return await self._send(_api.environment(name))

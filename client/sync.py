@@ -23,6 +23,7 @@ from wander.client.models import (
     Score,
     StepError,
     StepResult,
+    UnavailableEnvironments,
 )
 from wander.client.retry import Retry
 from wander.client.transport import send
@@ -73,6 +74,10 @@ class WanderClient:
 
     def environments(self) -> list[EnvInfo]:
         return self._send(_api.environments())
+
+    def unavailable_environments(self) -> list[UnavailableEnvironments]:
+        """Environments installed on the service but not offered, with why (a missing extra)."""
+        return self._send(_api.unavailable_environments())
 
     def environment(self, name: str) -> EnvInfo:
         return self._send(_api.environment(name))

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
 from asgi_lifespan import LifespanManager
+from typer.testing import CliRunner
 
 from wander.service.app import create_app
 from wander.service.settings import Settings
+from wander.testing import ServiceProcess
 
 EXTRA = "pip install 'wander-rl[rg]'"
 
@@ -68,3 +71,29 @@ async def test_with_reasoning_gym_installed_nothing_is_unavailable(api: httpx.As
     assert any(env["name"] == "rg/leg_counting" for env in listing["environments"])
     missing = await api.get("/v1/environments/nope")
     assert missing.json()["error"]["message"] == "no environment named 'nope'"
+
+
+def test_wander_envs_names_what_a_service_without_the_extra_lacks(tmp_path: Path) -> None:
+    """A real `wander serve` whose Python cannot import reasoning-gym (a stand-in package
+    that fails to import, first on its path), and the `wander envs` a user would run."""
+    from wander.cli import app as cli
+
+    shim = tmp_path / "shim" / "reasoning_gym"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError('reasoning-gym is not installed')\n")
+    env = {
+        "PYTHONPATH": str(shim.parent),
+        "WANDER_REDIS_URL": "",
+        "WANDER_DATABASE_URL": f"sqlite:///{tmp_path}/archive.db",
+    }
+    server = ServiceProcess(env).start()
+    try:
+        result = CliRunner(env={"COLUMNS": "200"}).invoke(cli, ["envs", "--url", server.url])
+    finally:
+        server.stop()
+    assert result.exit_code == 0, result.output
+    assert "tictactoe" in result.output and "rg/leg_counting" not in result.output
+    assert (
+        f"rg/* not offered: it needs the reasoning-gym package, which is not installed: {EXTRA}"
+        in (" ".join(result.output.split()))
+    )

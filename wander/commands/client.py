@@ -28,12 +28,14 @@ from wander.options import (
 def envs(url: UrlOption = None, api_key: ApiKeyOption = None) -> None:
     """List the service's environments."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from wander.client import WanderClient
 
     with WanderClient(url, api_key) as wander:
         environments = wander.environments()
+        unavailable = wander.unavailable_environments()
     table = Table("name", "kind", "version", "splits", "reward components (weight)")
     for env in environments:
         splits = ", ".join(f"{name} {size}" for name, size in env.splits.items())
@@ -42,7 +44,9 @@ def envs(url: UrlOption = None, api_key: ApiKeyOption = None) -> None:
     console = Console()
     console.print(table)
     for env in environments:
-        console.print(f"[bold]{env.name}[/bold]: {env.description}")
+        console.print(f"[bold]{escape(env.name)}[/bold]: {escape(env.description)}")
+    for absent in unavailable:
+        console.print(f"[bold]{escape(absent.name)}[/bold] not offered: it {escape(absent.reason)}")
 
 
 @talks_to_service
