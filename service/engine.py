@@ -14,6 +14,7 @@ Steps are the hot path: the engine handles them as plain dicts
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 import time
 from collections import defaultdict
@@ -48,6 +49,8 @@ from wander.service.records import (
 from wander.service.settings import Settings
 from wander.service.store import EpisodeStore
 from wander.service.store.base import Versioned, Write
+
+log = logging.getLogger(__name__)
 
 RECORD_FIELDS = (
     "id", "env", "version", "split", "example", "seed", "group", "run", "metadata", "config",
@@ -220,6 +223,9 @@ class Engine:
             except WanderError:
                 replay.append(index)  # decided on a remembered version: decide on a fresh one
                 continue
+            except Exception as exc:
+                results[index] = _item_error(request.episode_id, exc)
+                continue
             if decision.updated is None:
                 results[index] = decision.result
             else:
@@ -237,11 +243,8 @@ class Engine:
             request = items[index]
             try:
                 results[index] = await self.step(request.episode_id, request.action, request.turn)
-            except WanderError as exc:
-                results[index] = {
-                    "episode_id": request.episode_id,
-                    "error": {"code": exc.code, "message": exc.message, "details": exc.details},
-                }
+            except Exception as exc:
+                results[index] = _item_error(request.episode_id, exc)
 
     async def score(self, episode_id: str, *, partial: bool = False) -> dict[str, Any]:
         """The episode's ``Score``."""
@@ -379,6 +382,17 @@ def _count_step(decision: Decision) -> None:
         counters.invalid_actions.inc()
     if is_done(episode):
         counters.finished(episode["status"])
+
+
+def _item_error(episode_id: str, exc: Exception) -> StepError:
+    """A batch item's failure, as its own request would have been answered: a bug (an
+    environment that raised) fails that item alone, never the batch."""
+    if isinstance(exc, WanderError):
+        error = {"code": exc.code, "message": exc.message, "details": exc.details}
+    else:
+        log.error("step of episode %s failed", episode_id, exc_info=exc)
+        error = {"code": "internal_error", "message": "internal server error", "details": None}
+    return {"episode_id": episode_id, "error": error}
 
 
 def _decode(episode_id: str, item: Versioned | None) -> StoredEpisode:
