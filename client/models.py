@@ -9,20 +9,66 @@ working against a newer service.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     SerializationInfo,
     SerializerFunctionWrapHandler,
+    Tag,
     model_serializer,
 )
 
 SEED_LIMIT = 2**63
 """Seeds are 63-bit (DESIGN §3)."""
+
+INT_RANGE = (-(2**63), 2**63 - 1)
+"""What every integer a request carries must fit: the store's JSON encoder and the
+archive's columns hold signed 64-bit integers, no more."""
+
+
+def _storable_text(text: str) -> str:
+    """PostgreSQL cannot store the NUL character: refused at the door, not in the archive."""
+    if "\0" in text:
+        raise ValueError("text may not contain the NUL character (\\u0000)")
+    return text
+
+
+def _storable_json(value: Any) -> Any:
+    """Free-form JSON (configs, metadata) as the store and the archive can keep it:
+    finite numbers, 64-bit integers, no NUL in strings or keys."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _storable_text(key)
+            _storable_json(item)
+    elif isinstance(value, list):
+        for item in value:
+            _storable_json(item)
+    elif isinstance(value, str):
+        _storable_text(value)
+    elif isinstance(value, bool):
+        pass
+    elif isinstance(value, int) and not INT_RANGE[0] <= value <= INT_RANGE[1]:
+        raise ValueError("integers must fit in 64 bits (-2**63 to 2**63 - 1)")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("numbers must be finite (no NaN or Infinity)")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_storable_text)]
+"""A string of a request: anything but NUL."""
+
+JsonObject = Annotated[dict[str, Any], AfterValidator(_storable_json)]
+"""A free-form JSON object of a request, storable as it is."""
+
+Index = Annotated[int, Field(ge=0, le=INT_RANGE[1], strict=True)]
+"""A count or an index of a request: a JSON integer (not a string or a boolean), >= 0."""
 
 
 class _Request(BaseModel):
@@ -30,12 +76,12 @@ class _Request(BaseModel):
 
 
 class ToolCallFunction(BaseModel):
-    name: str
-    arguments: str = Field(description="The arguments as a JSON string, as OpenAI sends them.")
+    name: Text
+    arguments: Text = Field(description="The arguments as a JSON string, as OpenAI sends them.")
 
 
 class ToolCall(BaseModel):
-    id: str
+    id: Text
     type: Literal["function"] = "function"
     function: ToolCallFunction
 
@@ -68,10 +114,21 @@ class AssistantMessage(_ChatMessage):
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["assistant"] = "assistant"
+    content: Text | None = None
+    tool_call_id: Text | None = None
+    name: Text | None = None
 
 
-Action = str | AssistantMessage
-"""A step's action: the assistant's text, or a whole assistant message."""
+def _action_kind(value: Any) -> str:
+    return "message" if isinstance(value, dict | AssistantMessage) else "text"
+
+
+Action = Annotated[
+    Annotated[Text, Tag("text")] | Annotated[AssistantMessage, Tag("message")],
+    Discriminator(_action_kind),
+]
+"""A step's action: the assistant's text, or a whole assistant message (an error's
+location says which: ``action.text`` or ``action.message.content``)."""
 
 
 class RewardComponent(BaseModel):
@@ -104,20 +161,26 @@ class EnvironmentsResponse(BaseModel):
 
 
 class CreateEpisodesRequest(_Request):
-    env: str = Field(min_length=1, max_length=200)
-    config: dict[str, Any] | None = Field(
+    env: Text = Field(min_length=1, max_length=200)
+    config: JsonObject | None = Field(
         None, description="The environment's config; unset keys take its defaults."
     )
-    split: str = "train"
-    example: int | None = Field(
-        None, ge=0, description="Example index in the split; a random one when left out."
+    split: Text = Field("train", max_length=200)
+    example: Index | None = Field(
+        None, description="Example index in the split; a random one when left out."
     )
-    seed: int | None = Field(None, ge=0, lt=SEED_LIMIT, description="Overrides the example's seed.")
+    seed: int | None = Field(
+        None, ge=0, lt=SEED_LIMIT, strict=True, description="Overrides the example's seed."
+    )
     n: int = Field(
-        1, ge=1, description="Episodes to create: one GRPO group sharing example and seed."
+        1,
+        ge=1,
+        le=INT_RANGE[1],
+        strict=True,
+        description="Episodes to create: one GRPO group sharing example and seed.",
     )
-    run: str | None = Field(None, min_length=1, max_length=200, description="Run label.")
-    metadata: dict[str, Any] | None = None
+    run: Text | None = Field(None, min_length=1, max_length=200, description="Run label.")
+    metadata: JsonObject | None = None
 
 
 class Episode(BaseModel):
@@ -140,13 +203,13 @@ class CreateEpisodesResponse(BaseModel):
 
 class StepRequest(_Request):
     action: Action
-    turn: int | None = Field(
-        None, ge=0, description="Steps already applied; makes retries safe (applied at most once)."
+    turn: Index | None = Field(
+        None, description="Steps already applied; makes retries safe (applied at most once)."
     )
 
 
 class BatchStepItem(StepRequest):
-    episode_id: str
+    episode_id: Text = Field(max_length=200)
 
 
 class BatchStepRequest(_Request):

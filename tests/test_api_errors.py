@@ -54,6 +54,9 @@ from wander.testing import free_port
         ({"env": "tictactoe", "metadata": {"x": "y" * 20_000}}, 413, "payload_too_large", None),
         ({"env": "tictactoe", "run": ""}, 422, "validation_error", ["body", "run"]),
         ([1, 2], 422, "validation_error", ["body"]),
+        ({"env": "tictactoe", "n": True}, 422, "validation_error", ["body", "n"]),
+        ({"env": "tictactoe", "seed": "7"}, 422, "validation_error", ["body", "seed"]),
+        ({"env": "tictactoe", "run": "a\u0000b"}, 422, "validation_error", ["body", "run"]),
     ],
 )
 async def test_bad_create_requests(
@@ -68,15 +71,43 @@ async def test_bad_create_requests(
 
 
 @pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ('{"env": "tictactoe", "config": {"seed": 18446744073709551616}}', "config"),
+        ('{"env": "tictactoe", "metadata": {"n": 18446744073709551616}}', "metadata"),
+        ('{"env": "tictactoe", "metadata": {"x": NaN}}', "metadata"),
+        ('{"env": "tictactoe", "metadata": {"x": Infinity}}', "metadata"),
+        ('{"env": "tictactoe", "metadata": {"x": 1e400}}', "metadata"),
+        ('{"env": "tictactoe", "metadata": {"x\\u0000": 1}}', "metadata"),
+        ('{"env": "tictactoe", "metadata": {"x": ["\\u0000"]}}', "metadata"),
+    ],
+)
+async def test_numbers_and_text_the_archive_cannot_hold_are_422(
+    api: httpx.AsyncClient, raw: str, field: str
+) -> None:
+    """Each of these was a 500 (orjson, the canonical JSON encoder or PostgreSQL refused it)."""
+    response = await api.post(
+        "/v1/episodes", content=raw, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422, response.text
+    assert ["body", field] in [detail["loc"] for detail in error_of(response)["details"]]
+
+
+@pytest.mark.parametrize(
     ("body", "loc"),
     [
         ({}, ["body", "action"]),
-        ({"action": 5}, ["body", "action", "str"]),
+        ({"action": 5}, ["body", "action", "text"]),
         (
             {"action": {"role": "user", "content": "hi"}},
-            ["body", "action", "AssistantMessage", "role"],
+            ["body", "action", "message", "role"],
         ),
         ({"action": "x", "turn": -1}, ["body", "turn"]),
+        ({"action": "x", "turn": False}, ["body", "turn"]),
+        ({"action": "x", "turn": "0"}, ["body", "turn"]),
+        ({"action": "x", "turn": 2**63}, ["body", "turn"]),
+        ({"action": "a\u0000b"}, ["body", "action", "text"]),
+        ({"action": {"content": "a\u0000b"}}, ["body", "action", "message", "content"]),
         ({"action": "x", "turn": "first"}, ["body", "turn"]),
         ({"action": "x", "extra": True}, ["body", "extra"]),
         ({"action": {"content": "x", "tool_calls": [{"id": 1}]}}, None),
