@@ -45,6 +45,12 @@ def serve(
         f"Redis at {_safe(settings.redis_url)}" if settings.redis_url else "the in-process store"
     )
     typer.echo(f"Wander on http://{host}:{port} with {store}, {workers} worker(s)")
+    if settings.redis_url:
+        from wander.service.store.durability import persistence_warning
+
+        warning = persistence_warning(settings.redis_url)
+        if warning:
+            typer.echo(f"Warning: the Redis at {_safe(settings.redis_url)} {warning}", err=True)
     uvicorn.run(
         "wander.service.app:create_app",
         factory=True,
