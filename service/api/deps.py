@@ -9,9 +9,13 @@ from wander.service.archive import Archive
 from wander.service.engine import Engine
 
 
-async def get_engine(request: Request) -> Engine:
+def engine_of(request: Request) -> Engine:
     engine: Engine = request.app.state.engine
     return engine
+
+
+async def get_engine(request: Request) -> Engine:
+    return engine_of(request)
 
 
 async def get_archive(request: Request) -> Archive:
