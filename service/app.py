@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, params
 from wander.service import logs
 from wander.service.api import environments, episodes, health, runs
+from wander.service.api.docs import install_docs
 from wander.service.api.errors import install_error_handlers
 from wander.service.api.observability import ObservabilityMiddleware
 from wander.service.archive import Archive
@@ -56,6 +57,8 @@ def create_app(
         version="0.1.0",
         lifespan=lifespan,
         dependencies=dependencies,
+        docs_url=None,  # served by install_docs, without a CDN
+        redoc_url=None,
     )
     install_error_handlers(app)
     app.add_middleware(ObservabilityMiddleware)  # the outer one: it sees every request
@@ -63,6 +66,7 @@ def create_app(
     app.include_router(environments.router)
     app.include_router(runs.router)
     app.include_router(health.router)
+    install_docs(app)
     return app
 
 
