@@ -1,4 +1,5 @@
-"""``/docs`` and ``/redoc`` render offline: every asset they load comes from the service."""
+"""``/docs`` and ``/redoc`` render offline: every asset they load comes from the service,
+and the OpenAPI document carries examples of the main routes that the wire models accept."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import BaseModel
+from wander.client import models
 from wander.service.app import create_app
 from wander.service.settings import Settings
 
@@ -44,3 +47,48 @@ async def test_the_docs_load_only_assets_of_the_service(api: httpx.AsyncClient, 
         expected = ASSET_TYPES["." + url.rsplit(".", 1)[-1]]
         assert expected in asset.headers["content-type"], (url, asset.headers["content-type"])
         assert len(asset.content) > 1000, url
+
+
+EXAMPLED = [
+    models.CreateEpisodesRequest,
+    models.CreateEpisodesResponse,
+    models.StepRequest,
+    models.StepResult,
+    models.BatchStepItem,
+    models.BatchStepRequest,
+    models.BatchStepResponse,
+    models.Score,
+    models.EnvironmentsResponse,
+    models.EnvInfo,
+]
+
+
+async def test_the_main_routes_carry_examples_their_models_accept(
+    api: httpx.AsyncClient,
+) -> None:
+    schema = (await api.get("/openapi.json")).json()
+    components = schema["components"]["schemas"]
+    for model in EXAMPLED:
+        examples = components[model.__name__].get("examples")
+        assert examples, f"{model.__name__} has no example"
+        for example in examples:
+            _validates(model, example)
+    paths = schema["paths"]
+    documented = {
+        ("/v1/episodes", "post", "201"),
+        ("/v1/episodes/{episode_id}/step", "post", "200"),
+        ("/v1/step", "post", "200"),
+        ("/v1/episodes/{episode_id}/score", "get", "200"),
+        ("/v1/environments", "get", "200"),
+        ("/v1/environments/{name}", "get", "200"),
+    }
+    for path, method, status in documented:
+        body = paths[path][method]["responses"][status]["content"]["application/json"]["schema"]
+        name = body["$ref"].rsplit("/", 1)[-1]
+        assert components[name].get("examples"), (path, name)
+
+
+def _validates(model: type[BaseModel], example: Any) -> None:
+    parsed = model.model_validate(example)
+    dumped = parsed.model_dump(mode="json", exclude_unset=True)
+    assert dumped == example, f"{model.__name__}'s example has fields the model drops"
