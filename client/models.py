@@ -71,6 +71,132 @@ Index = Annotated[int, Field(ge=0, le=INT_RANGE[1], strict=True)]
 """A count or an index of a request: a JSON integer (not a string or a boolean), >= 0."""
 
 
+# Examples for the OpenAPI document (``json_schema_extra``): the README's quick-start
+# game of tic-tac-toe, example 0 against the optimal opponent, as the service plays it.
+
+_SYSTEM_PROMPT = (
+    "You are playing tic-tac-toe as X against an opponent who plays O.\n"
+    "The cells are numbered 0 to 8, row by row:\n\n"
+    " 0 | 1 | 2\n---+---+---\n 3 | 4 | 5\n---+---+---\n 6 | 7 | 8\n\n"
+    "On each turn, reason briefly inside <think>...</think>, then give the number of an "
+    "empty cell inside <move>...</move>, for example: "
+    "<think>The centre is free.</think><move>4</move>\n"
+    "Three X in a row, column or diagonal wins."
+)
+_EPISODE_ID = "ep_HzH_gajOnYkAfDpCVT6Fbw"
+_INFO = {"winner": None, "model_starts": False, "random_move_prob": 0.0, "invalid_moves": 0,
+         "max_turns": 8}  # fmt: skip
+_EPISODE = {
+    "id": _EPISODE_ID,
+    "env": "tictactoe",
+    "split": "train",
+    "example": 0,
+    "seed": 2971752810431559990,
+    "group": "grp_Sw90auxksPrppmRVYb6G9w",
+    "run": "demo",
+    "turn": 0,
+    "done": False,
+    "observation": [
+        {"role": "system", "content": _SYSTEM_PROMPT},
+        {
+            "role": "user",
+            "content": "The opponent (O) played first, in cell 8.\n\n"
+            " 0 | 1 | 2\n---+---+---\n 3 | 4 | 5\n---+---+---\n 6 | 7 | O\n\n"
+            "Available positions: 0, 1, 2, 3, 4, 5, 6, 7\nYour turn.",
+        },
+    ],
+    "info": {"board": "........O", **_INFO},
+}
+_STEP = {"action": "<think>Take a corner.</think><move>0</move>", "turn": 0}
+_STEP_RESULT = {
+    "episode_id": _EPISODE_ID,
+    "turn": 1,
+    "observation": [
+        {
+            "role": "user",
+            "content": "The opponent (O) played 6.\n\n"
+            " X | 1 | 2\n---+---+---\n 3 | 4 | 5\n---+---+---\n O | 7 | O\n\n"
+            "Available positions: 1, 2, 3, 4, 5, 7\nYour turn.",
+        }
+    ],
+    "reward": 0.2,
+    "done": False,
+    "info": {"board": "X.....O.O", **_INFO},
+}
+_BATCH_ITEM = {
+    "episode_id": _EPISODE_ID,
+    "action": "<think>O threatens the bottom row: block it.</think><move>7</move>",
+    "turn": 1,
+}
+_BATCH_RESULT = {
+    "episode_id": _EPISODE_ID,
+    "turn": 2,
+    "observation": [
+        {
+            "role": "user",
+            "content": "The opponent (O) played 2.\n\n"
+            " X | 1 | O\n---+---+---\n 3 | 4 | 5\n---+---+---\n O | X | O\n\n"
+            "Available positions: 1, 3, 4, 5\nYour turn.",
+        }
+    ],
+    "reward": 0.0,
+    "done": False,
+    "info": {"board": "X.O...OXO", **_INFO},
+}
+_BATCH_ERROR = {
+    "episode_id": "ep_missing",
+    "error": {
+        "code": "episode_not_found",
+        "message": "no episode 'ep_missing' (unknown, or expired after idling)",
+        "details": None,
+    },
+}
+_SCORE = {
+    "episode_id": _EPISODE_ID,
+    "done": True,
+    "total": 0.2,
+    "components": {"win": 0.0, "format": 1.0, "invalid_move": 0.0},
+    "weights": {"win": 1.0, "format": 0.2, "invalid_move": 1.0},
+    "metrics": {"outcome": "loss", "invalid_moves": 0, "turns": 2, "model_starts": False,
+                "random_move_prob": 0.0},
+}  # fmt: skip
+_PROBABILITY = {"maximum": 1.0, "minimum": 0.0, "type": "number"}
+_ENV_INFO = {
+    "name": "tictactoe",
+    "version": "1.0.0",
+    "description": "Tic-tac-toe: the model plays X against an opponent that plays randomly "
+    "with a per-example probability and minimax-optimally otherwise.",
+    "kind": "multi_turn",
+    "config_schema": {  # abridged: four of its seven properties
+        "additionalProperties": False,
+        "properties": {
+            "seed": {"default": 0, "description": "Dataset seed: part of every example's seed.",
+                     "title": "Seed", "type": "integer"},
+            "min_random_move_prob": {"default": 0.0, "description": "Lowest chance that the "
+                                     "opponent plays a random move.", **_PROBABILITY},
+            "max_random_move_prob": {"default": 1.0, "description": "Highest chance that the "
+                                     "opponent plays a random move.", **_PROBABILITY},
+            "max_turns": {"default": 8, "description": "Model messages allowed, invalid ones "
+                          "included; then a loss.", "maximum": 64, "minimum": 1,
+                          "title": "Max Turns", "type": "integer"},
+        },
+        "title": "TicTacToeConfig",
+        "type": "object",
+    },
+    "default_config": {"seed": 0, "train_size": 10000, "eval_size": 1000,
+                       "min_random_move_prob": 0.0, "max_random_move_prob": 1.0,
+                       "num_groups": 1, "max_turns": 8},
+    "splits": {"train": 10000, "eval": 1000},
+    "reward_components": [{"name": "win", "weight": 1.0}, {"name": "format", "weight": 0.2},
+                          {"name": "invalid_move", "weight": 1.0}],
+    "tools": None,
+}  # fmt: skip
+
+
+def _examples(*examples: dict[str, Any]) -> ConfigDict:
+    return ConfigDict(json_schema_extra={"examples": list(examples)})
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -137,6 +263,8 @@ class RewardComponent(BaseModel):
 
 
 class EnvInfo(BaseModel):
+    model_config = _examples(_ENV_INFO)
+
     name: str
     version: str
     description: str
@@ -156,11 +284,18 @@ class UnavailableEnvironments(BaseModel):
 
 
 class EnvironmentsResponse(BaseModel):
+    model_config = _examples({"environments": [_ENV_INFO]})
+
     environments: list[EnvInfo]
     unavailable: list[UnavailableEnvironments] = Field(default_factory=list)
 
 
 class CreateEpisodesRequest(_Request):
+    model_config = _examples(
+        {"env": "tictactoe", "example": 0, "config": {"max_random_move_prob": 0}, "run": "demo"},
+        {"env": "tictactoe", "split": "train", "n": 8, "config": {"num_groups": 4}},
+    )
+
     env: Text = Field(min_length=1, max_length=200)
     config: JsonObject | None = Field(
         None, description="The environment's config; unset keys take its defaults."
@@ -198,10 +333,14 @@ class Episode(BaseModel):
 
 
 class CreateEpisodesResponse(BaseModel):
+    model_config = _examples({"episodes": [_EPISODE]})
+
     episodes: list[Episode]
 
 
 class StepRequest(_Request):
+    model_config = _examples(_STEP, {"action": {"role": "assistant", "content": _STEP["action"]}})
+
     action: Action
     turn: Index | None = Field(
         None, description="Steps already applied; makes retries safe (applied at most once)."
@@ -209,14 +348,20 @@ class StepRequest(_Request):
 
 
 class BatchStepItem(StepRequest):
+    model_config = _examples(_BATCH_ITEM)
+
     episode_id: Text = Field(max_length=200)
 
 
 class BatchStepRequest(_Request):
+    model_config = _examples({"steps": [_BATCH_ITEM, {**_STEP, "episode_id": "ep_missing"}]})
+
     steps: list[BatchStepItem]
 
 
 class StepResult(BaseModel):
+    model_config = _examples(_STEP_RESULT)
+
     episode_id: str
     turn: int = Field(description="Steps applied so far, this one included.")
     observation: list[Message]
@@ -243,10 +388,14 @@ class StepError(BaseModel):
 
 
 class BatchStepResponse(BaseModel):
+    model_config = _examples({"results": [_BATCH_RESULT, _BATCH_ERROR]})
+
     results: list[StepResult | StepError]
 
 
 class Score(BaseModel):
+    model_config = _examples(_SCORE)
+
     episode_id: str
     done: bool
     total: float

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, params
 from wander.service import logs
 from wander.service.api import environments, episodes, health, runs
+from wander.service.api.docs import install_docs
 from wander.service.api.errors import install_error_handlers
-from wander.service.api.fast_routes import FastRoutes
 from wander.service.api.observability import ObservabilityMiddleware
 from wander.service.archive import Archive
 from wander.service.archiver import Archiver
@@ -25,8 +25,13 @@ from wander.service.store import open_store
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """The Wander service; settings default to the ``WANDER_*`` environment."""
+def create_app(
+    settings: Settings | None = None, *, dependencies: Sequence[params.Depends] = ()
+) -> FastAPI:
+    """The Wander service; settings default to the ``WANDER_*`` environment.
+
+    ``dependencies`` run before every route, the hot ones included (authentication
+    goes there)."""
     settings = settings or Settings()
     logs.configure(settings.log_level)
 
@@ -41,9 +46,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.archive = archive
         app.state.archiver = archiver
         worker = asyncio.create_task(archiver.run(), name="archiver")
+        # What is alive now (modules, the app, the catalog: ~250k objects) lives as long
+        # as the service; frozen, the full collections that the churn of requests sets
+        # off stop walking it each time (bench/README.md). Unfrozen when the service
+        # stops, so that a process running many apps (the tests) can still free them.
+        gc.freeze()
         try:
             yield
         finally:
+            gc.unfreeze()
             archiver.stop()
             await worker
             await _flush(archiver)
@@ -55,20 +66,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Environments as a service for reinforcement learning of language-model agents.",
         version="0.1.0",
         lifespan=lifespan,
+        dependencies=dependencies,
+        docs_url=None,  # served by install_docs, without a CDN
+        redoc_url=None,
     )
     install_error_handlers(app)
-    app.add_middleware(FastRoutes, routes=episodes.hot_routes(), handlers=app.exception_handlers)
     app.add_middleware(ObservabilityMiddleware)  # the outer one: it sees every request
-    generate_openapi = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        return app.openapi_schema or episodes.add_body_schemas(generate_openapi())
-
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.include_router(episodes.router)  # first: routes are matched in order
     app.include_router(environments.router)
-    app.include_router(episodes.router)
     app.include_router(runs.router)
     app.include_router(health.router)
+    install_docs(app)
     return app
 
 

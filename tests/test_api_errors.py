@@ -193,8 +193,8 @@ async def test_an_unreachable_store_is_503_with_retry_after(sqlite_url: str) -> 
 async def test_a_crashing_environment_gives_the_error_shape_on_every_route(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A bug is a 500, but still the documented shape, on the fast-routed step as on
-    a FastAPI-routed one (the score)."""
+    """A bug is a 500, but still the documented shape, on a ``JSONBodyRoute`` (the
+    step) as on a route with FastAPI's own handler (the score)."""
     service = create_app(settings)
     async with (
         LifespanManager(service) as manager,

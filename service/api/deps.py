@@ -10,7 +10,7 @@ from wander.service.catalog import Catalog
 from wander.service.engine import Engine
 
 
-async def get_engine(request: Request) -> Engine:
+def engine_of(request: Request) -> Engine:
     engine: Engine = request.app.state.engine
     return engine
 
@@ -18,6 +18,10 @@ async def get_engine(request: Request) -> Engine:
 async def get_catalog(request: Request) -> Catalog:
     catalog: Catalog = request.app.state.catalog
     return catalog
+
+
+async def get_engine(request: Request) -> Engine:
+    return engine_of(request)
 
 
 async def get_archive(request: Request) -> Archive:
