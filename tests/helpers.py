@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+from asgi_lifespan import LifespanManager
+from fastapi import FastAPI
+from wander.service.app import create_app
+from wander.service.settings import Settings
 
 from tests.agents import Agent
+
+
+@asynccontextmanager
+async def service(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """The service started with ``settings``, and a client for it (through ASGI)."""
+    app = create_app(settings)
+    async with (
+        LifespanManager(app, shutdown_timeout=30) as manager,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=manager.app), base_url="http://wander.test"
+        ) as client,
+    ):
+        yield app, client
 
 
 async def create(api: httpx.AsyncClient, **body: Any) -> list[dict[str, Any]]:
