@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from wander.service import logs
-from wander.service.api import environments, episodes, health, runs
+from wander.service.api import admin, environments, episodes, health, runs
 from wander.service.api.errors import install_error_handlers
 from wander.service.api.fast_routes import FastRoutes
 from wander.service.api.observability import ObservabilityMiddleware
@@ -69,6 +69,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(episodes.router)
     app.include_router(runs.router)
     app.include_router(health.router)
+    app.include_router(admin.router)
     return app
 
 
