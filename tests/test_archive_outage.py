@@ -15,6 +15,7 @@ from wander.service.settings import Settings
 
 from tests.agents import random_agent
 from tests.helpers import create, error_of, play_game, service
+from tests.poison import NUL_RUN, queue
 from tests.proxy import OutageProxy
 from tests.records import tictactoe_record
 
@@ -129,13 +130,12 @@ async def test_an_outage_sets_nothing_aside_and_a_poison_record_waits_with_the_r
             redis_url=request.getfixturevalue("redis_url"), redis_prefix=prefix,
             database_url=database_url,
         )  # fmt: skip
-    poison = tictactoe_record(99, "win", run="a\u0000b")
+    poison = tictactoe_record(99, "win", run=NUL_RUN)
     outage.down()
     async with service(settings) as (app, api):
         store = app.state.archiver.store
         played = await play(api, "poisoned", games=2)
-        await store.add({poison.id: b"{}"})
-        assert await store.replace(poison.id, 1, b"{}", archive=poison.model_dump_json().encode())
+        await queue(store, poison)
         played |= await play(api, "poisoned", games=2)
         await asyncio.sleep(1.0)  # the archiver fails and backs off meanwhile
         assert await store.backlog() == 5

@@ -19,8 +19,8 @@ from wander.service.settings import Settings
 from wander.service.store import EpisodeStore
 
 from tests.helpers import error_of, service
+from tests.poison import NUL_RUN, REFUSE_CURSED, execute, queue
 from tests.records import tictactoe_record
-from tests.test_dead_letters import REFUSE_CURSED, execute
 from wander.cli import app as cli
 from wander.testing import ServiceProcess
 
@@ -28,11 +28,6 @@ runner = CliRunner(env={"COLUMNS": "200"})
 
 UNREADABLE = b'{"id": "ep_odd", "env": "tictactoe", "run": "r\\u0000"}'
 """A record the archiver cannot even read: set aside at once, on any database."""
-
-
-async def queue_raw(store: EpisodeStore, episode_id: str, data: bytes) -> None:
-    await store.add({episode_id: b"{}"})
-    assert await store.replace(episode_id, 1, b"{}", archive=data)
 
 
 async def dead_letter_ids(api: httpx.AsyncClient, count: int) -> list[str]:
@@ -52,8 +47,7 @@ async def test_dead_letters_are_listed_retried_and_dropped(settings: Settings) -
 
 async def listed_retried_and_dropped(store: EpisodeStore, api: httpx.AsyncClient) -> None:
     before = datetime.now(UTC)
-    await queue_raw(store, "ep_odd", UNREADABLE)
-    await queue_raw(store, "ep_junk", b"not json")
+    await queue(store, UNREADABLE, b"not json")
     first, second = await dead_letter_ids(api, 2)
 
     page = (await api.get("/v1/admin/dead-letters")).json()
@@ -166,7 +160,7 @@ def test_the_cli_lists_retries_and_drops_dead_letters(
     url = ["--url", server.url]
     records = [
         tictactoe_record(0, "win"),
-        tictactoe_record(1, "win", run="a\u0000b"),
+        tictactoe_record(1, "win", run=NUL_RUN),
         tictactoe_record(2, "draw", run="cursed"),
         tictactoe_record(3, "loss"),
     ]

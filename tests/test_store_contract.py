@@ -14,6 +14,7 @@ from wander.service.store import EpisodeStore, Versioned, open_store
 from wander.service.store import memory as memory_store
 from wander.service.store.redis import RedisStore
 
+from tests.poison import queue
 from wander.testing import free_port
 
 
@@ -59,18 +60,16 @@ async def test_idle_episodes_expire_and_use_refreshes_them(store: EpisodeStore) 
     assert await store.load("idle") is None
 
 
-async def queue(store: EpisodeStore, *records: bytes) -> list[str]:
-    """Queue ``records`` for the archive as finishing steps do; returns their tokens."""
-    for i, record in enumerate(records):
-        await store.add({f"ep{i}": b"{}"})
-        assert await store.replace(f"ep{i}", 1, b"{}", archive=record)
+async def taken(store: EpisodeStore, *records: bytes) -> list[str]:
+    """Queue ``records`` for the archive and take them, as an archiver does: their tokens."""
+    await queue(store, *records)
     return [item.token for item in await store.pending(len(records))]
 
 
 async def test_a_dead_letter_leaves_the_backlog_with_its_error_and_retry_requeues_it(
     store: EpisodeStore,
 ) -> None:
-    first, poison, last = await queue(store, b"r1", b"poison", b"r3")
+    first, poison, last = await taken(store, b"r1", b"poison", b"r3")
     before = time.time()
     letter_id = await store.dead_letter(poison, "refused: NUL in run")
     assert letter_id is not None
@@ -92,7 +91,7 @@ async def test_a_dead_letter_leaves_the_backlog_with_its_error_and_retry_requeue
 
 
 async def test_dead_letters_page_oldest_first_and_drop_by_id(store: EpisodeStore) -> None:
-    tokens = await queue(store, *(f"r{i}".encode() for i in range(5)))
+    tokens = await taken(store, *(f"r{i}".encode() for i in range(5)))
     ids = [await store.dead_letter(token, f"error {i}") for i, token in enumerate(tokens)]
     assert await store.backlog() == 0
     first = await store.dead_letters(2)
@@ -115,7 +114,7 @@ async def test_the_in_process_store_keeps_a_bounded_number_of_dead_letters(
 ) -> None:
     monkeypatch.setattr(memory_store, "MAX_DEAD_LETTERS", 3)
     store = memory_store.MemoryStore(60)
-    tokens = await queue(store, *(f"r{i}".encode() for i in range(5)))
+    tokens = await taken(store, *(f"r{i}".encode() for i in range(5)))
     ids = [await store.dead_letter(token, f"error {i}") for i, token in enumerate(tokens)]
     assert [letter.data for letter in await store.dead_letters(10)] == [b"r2", b"r3", b"r4"]
     discarded = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
@@ -129,7 +128,7 @@ async def test_redis_dead_letters_outlive_the_store_that_wrote_them(
     redis_url: str, redis_prefix: str
 ) -> None:
     writer = RedisStore.from_url(redis_url, 60, redis_prefix)
-    [token] = await queue(writer, b"poison")
+    [token] = await taken(writer, b"poison")
     letter_id = await writer.dead_letter(token, "refused")
     await writer.aclose()
     reader = RedisStore.from_url(redis_url, 60, redis_prefix)
