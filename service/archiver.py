@@ -232,10 +232,12 @@ class Archiver:
         """Write the whole backlog now; raises if the database refuses. Called at shutdown:
         with the in-process store, dead letters die with the process, and the log says so."""
         written = 0
-        while count := await self.archive_batch():
-            written += count
-        if not self.store.durable and (lost := await self.store.dead_letter_count()):
-            log.error("%d dead letters are lost with the in-process store", lost)
+        try:
+            while count := await self.archive_batch():
+                written += count
+        finally:
+            if not self.store.durable and (lost := await self.store.dead_letter_count()):
+                log.error("%d dead letters are lost with the in-process store", lost)
         return written
 
     def _failed(self, exc: Exception) -> None:

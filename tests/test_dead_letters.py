@@ -21,7 +21,7 @@ from wander.service.archiver import Archiver
 from wander.service.settings import Settings
 from wander.service.store import EpisodeStore, open_store
 
-from tests.helpers import error_of, service
+from tests.helpers import error_of, logged, service
 from tests.poison import NUL_RUN, REFUSE_CURSED, execute, queue
 from tests.records import tictactoe_record, with_outcome
 
@@ -205,3 +205,20 @@ def archived_ids(url: str, run: str = "run-a") -> list[str]:
         return archived(archive, run)
     finally:
         archive.dispose()
+
+
+async def test_the_in_process_store_says_which_dead_letters_die_with_it(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    upgrade(sqlite_url)
+    with logged(caplog, "wander.service.archiver"):
+        async with service(Settings(redis_url=None, database_url=sqlite_url)) as (app, _):
+            store = app.state.archiver.store
+            await queue(store, b"not a record")
+
+            async def set_aside() -> bool:
+                return await store.dead_letter_count() == 1
+
+            await eventually(set_aside)
+    lost = [r.getMessage() for r in caplog.records if r.name == "wander.service.archiver"]
+    assert "1 dead letters are lost with the in-process store" in lost

@@ -14,6 +14,7 @@ from wander.service.store import EpisodeStore, Versioned, open_store
 from wander.service.store import memory as memory_store
 from wander.service.store.redis import RedisStore
 
+from tests.helpers import logged
 from tests.poison import queue
 from wander.testing import free_port
 
@@ -115,7 +116,8 @@ async def test_the_in_process_store_keeps_a_bounded_number_of_dead_letters(
     monkeypatch.setattr(memory_store, "MAX_DEAD_LETTERS", 3)
     store = memory_store.MemoryStore(60)
     tokens = await taken(store, *(f"r{i}".encode() for i in range(5)))
-    ids = [await store.dead_letter(token, f"error {i}") for i, token in enumerate(tokens)]
+    with logged(caplog, "wander.service.store.memory"):
+        ids = [await store.dead_letter(token, f"error {i}") for i, token in enumerate(tokens)]
     assert [letter.data for letter in await store.dead_letters(10)] == [b"r2", b"r3", b"r4"]
     discarded = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert discarded == [
