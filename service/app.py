@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, params
 from wander.service import logs
-from wander.service.api import environments, episodes, health, runs
+from wander.service.api import admin, environments, episodes, health, runs
 from wander.service.api.docs import install_docs
 from wander.service.api.errors import install_error_handlers
 from wander.service.api.observability import ObservabilityMiddleware
@@ -76,6 +76,7 @@ def create_app(
     app.include_router(environments.router)
     app.include_router(runs.router)
     app.include_router(health.router)
+    app.include_router(admin.router)
     install_docs(app)
     return app
 

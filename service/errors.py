@@ -64,3 +64,9 @@ class DatabaseUnavailable(WanderError):
     """The archive database cannot be reached; the request may be retried."""
 
     code = "database_unavailable"
+
+
+class ArchiveStalled(WanderError):
+    """Every attempt to archive has failed for a while, though the database answers."""
+
+    code = "archive_stalled"

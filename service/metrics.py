@@ -41,12 +41,18 @@ LIVE_EPISODES = Gauge(
 )  # fmt: skip
 STORE_ERRORS = Counter("wander_store_errors_total", "Requests that found the store down.")
 DATABASE_ERRORS = Counter(
-    "wander_database_errors_total", "Archive writes and queries that found the database down."
+    "wander_database_errors_total",
+    "Archive writes and queries that failed on the database: down, or refusing the write.",
 )
 ARCHIVE_BACKLOG = Gauge(
-    "wander_archive_backlog", "Finished episodes waiting to be archived.",
+    "wander_archive_backlog", "Finished episodes waiting to be archived (set at every attempt).",
     multiprocess_mode="max",
 )  # fmt: skip
+ARCHIVE_DEAD_LETTERS = Gauge(
+    "wander_archive_dead_letters",
+    "Finished episodes the database refused, set aside for `wander archive dead-letters`.",
+    multiprocess_mode="max",
+)
 
 
 class EnvMetrics:

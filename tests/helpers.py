@@ -2,11 +2,47 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+from fastapi import FastAPI
+from wander.service.app import create_app
+from wander.service.settings import Settings
 
 from tests.agents import Agent
+
+
+@contextmanager
+def logged(caplog: pytest.LogCaptureFixture, name: str) -> Iterator[None]:
+    """Capture what logger ``name`` writes in ``caplog``, once each: once a service has
+    configured logging, its loggers no longer propagate to pytest's handler on the root
+    (before, they do, so the handler goes on the logger and propagation off)."""
+    logger = logging.getLogger(name)
+    propagate, logger.propagate = logger.propagate, False
+    logger.addHandler(caplog.handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(caplog.handler)
+        logger.propagate = propagate
+
+
+@asynccontextmanager
+async def service(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """The service started with ``settings``, and a client for it (through ASGI)."""
+    app = create_app(settings)
+    async with (
+        LifespanManager(app, shutdown_timeout=30) as manager,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=manager.app), base_url="http://wander.test"
+        ) as client,
+    ):
+        yield app, client
 
 
 async def create(api: httpx.AsyncClient, **body: Any) -> list[dict[str, Any]]:

@@ -71,3 +71,9 @@ def tictactoe_record(
         updated_at=created + timedelta(seconds=1),
         finished_at=created + timedelta(seconds=1),
     )
+
+
+def with_outcome(record: EpisodeRecord, outcome: str) -> EpisodeRecord:
+    """``record`` with another ``outcome``: one longer than its column is refused by
+    PostgreSQL (SQLite stores it anyway)."""
+    return record.model_copy(update={"score": record.score.model_copy(update={"outcome": outcome})})

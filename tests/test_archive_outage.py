@@ -4,22 +4,20 @@ process with it (DESIGN §6)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 
 import httpx
 import pytest
 import sqlalchemy
-from asgi_lifespan import LifespanManager
-from fastapi import FastAPI
-from wander.service.app import create_app
 from wander.service.archive import Archive, EpisodeFilter
 from wander.service.archive.migrations import upgrade
 from wander.service.settings import Settings
 
 from tests.agents import random_agent
-from tests.helpers import create, error_of, play_game
+from tests.helpers import create, error_of, play_game, service
+from tests.poison import NUL_RUN, queue
 from tests.proxy import OutageProxy
+from tests.records import tictactoe_record
 
 GAMES = 6
 
@@ -33,18 +31,6 @@ def proxy(postgresql_url: str) -> Iterator[tuple[OutageProxy, str]]:
     with OutageProxy(target.host or "127.0.0.1", target.port or 5432) as outage:
         url = target.set(host="127.0.0.1", port=outage.port)
         yield outage, url.render_as_string(hide_password=False)
-
-
-@asynccontextmanager
-async def service(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    app = create_app(settings)
-    async with (
-        LifespanManager(app, shutdown_timeout=30) as manager,
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=manager.app), base_url="http://wander.test"
-        ) as client,
-    ):
-        yield app, client
 
 
 async def play(api: httpx.AsyncClient, run: str, games: int = GAMES) -> set[str]:
@@ -128,3 +114,40 @@ async def test_the_in_process_store_flushes_on_shutdown(sqlite_url: str) -> None
         played = await play(api, "flush", games=3)
         assert await app.state.archiver.store.backlog() == 3
     assert sorted(archived_ids(sqlite_url, "flush")) == sorted(played)
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "redis"])
+async def test_an_outage_sets_nothing_aside_and_a_poison_record_waits_with_the_rest(
+    proxy: tuple[OutageProxy, str], store_kind: str, request: pytest.FixtureRequest
+) -> None:
+    """While the database is unreachable no record is to blame: all wait, none is set
+    aside. Once it is back the poison record among them is, and only it."""
+    outage, database_url = proxy
+    settings = Settings(redis_url=None, database_url=database_url)
+    if store_kind == "redis":
+        prefix = request.getfixturevalue("redis_prefix")
+        settings = Settings(
+            redis_url=request.getfixturevalue("redis_url"), redis_prefix=prefix,
+            database_url=database_url,
+        )  # fmt: skip
+    poison = tictactoe_record(99, "win", run=NUL_RUN)
+    outage.down()
+    async with service(settings) as (app, api):
+        store = app.state.archiver.store
+        played = await play(api, "poisoned", games=2)
+        await queue(store, poison)
+        played |= await play(api, "poisoned", games=2)
+        await asyncio.sleep(1.0)  # the archiver fails and backs off meanwhile
+        assert await store.backlog() == 5
+        assert await store.dead_letter_count() == 0
+
+        outage.up()
+        ids = await eventually_archived(database_url, "poisoned", played)
+        for _ in range(100):
+            if await store.backlog() == 0:
+                break
+            await asyncio.sleep(0.1)
+        [letter] = await store.dead_letters(10)
+    assert letter.data == poison.model_dump_json().encode()
+    assert "NUL" in letter.error
+    assert sorted(ids) == sorted(played)  # each exactly once

@@ -58,6 +58,7 @@ async def test_metrics_move_as_games_are_played(api: httpx.AsyncClient) -> None:
         "wander_store_errors_total",
         "wander_database_errors_total",
         "wander_archive_backlog",
+        "wander_archive_dead_letters",
     ):
         assert any(key[0] == name for key in samples(after)), name
 

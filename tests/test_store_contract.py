@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -10,8 +11,11 @@ import redis
 from wander.service.errors import StoreUnavailable
 from wander.service.settings import Settings
 from wander.service.store import EpisodeStore, Versioned, open_store
+from wander.service.store import memory as memory_store
 from wander.service.store.redis import RedisStore
 
+from tests.helpers import logged
+from tests.poison import queue
 from wander.testing import free_port
 
 
@@ -57,6 +61,86 @@ async def test_idle_episodes_expire_and_use_refreshes_them(store: EpisodeStore) 
     assert await store.load("idle") is None
 
 
+async def taken(store: EpisodeStore, *records: bytes) -> list[str]:
+    """Queue ``records`` for the archive and take them, as an archiver does: their tokens."""
+    await queue(store, *records)
+    return [item.token for item in await store.pending(len(records))]
+
+
+async def test_a_dead_letter_leaves_the_backlog_with_its_error_and_retry_requeues_it(
+    store: EpisodeStore,
+) -> None:
+    first, poison, last = await taken(store, b"r1", b"poison", b"r3")
+    before = time.time()
+    letter_id = await store.dead_letter(poison, "refused: NUL in run")
+    assert letter_id is not None
+    assert await store.backlog() == 2
+    assert [item.data for item in await store.pending(10)] == [b"r1", b"r3"]
+    [letter] = await store.dead_letters(10)
+    assert (letter.id, letter.data, letter.error) == (letter_id, b"poison", "refused: NUL in run")
+    assert before - 1 <= letter.failed_at <= time.time() + 1
+    assert await store.dead_letter_count() == 1
+    assert await store.dead_letter(poison, "again") is None  # no longer in the backlog
+
+    moved = await store.retry_dead_letters([letter_id, letter_id, "0-1", "7", "x" * 300])
+    assert moved == [letter_id]
+    assert await store.dead_letter_count() == 0
+    assert await store.backlog() == 3
+    await store.acknowledge([first, last])
+    assert [item.data for item in await store.pending(10)] == [b"poison"]  # at the end
+    assert await store.retry_dead_letters([letter_id]) == []
+
+
+async def test_dead_letters_page_oldest_first_and_drop_by_id(store: EpisodeStore) -> None:
+    tokens = await taken(store, *(f"r{i}".encode() for i in range(5)))
+    ids = [await store.dead_letter(token, f"error {i}") for i, token in enumerate(tokens)]
+    assert await store.backlog() == 0
+    first = await store.dead_letters(2)
+    assert [letter.data for letter in first] == [b"r0", b"r1"]
+    rest = await store.dead_letters(10, after=first[-1].id)
+    assert [letter.error for letter in rest] == ["error 2", "error 3", "error 4"]
+    assert await store.dead_letters(10, after=rest[-1].id) == []
+    assert await store.dead_letters(10, after="not an id") == []
+    assert await store.dead_letter_ids(page=2) == ids
+
+    assert await store.drop_dead_letters([ids[1], ids[1], "1-x"]) == [ids[1]]
+    assert [letter.data for letter in await store.dead_letters(10)] == [b"r0", b"r2", b"r3", b"r4"]
+    assert await store.drop_dead_letters(ids) == [ids[0], *ids[2:]]
+    assert await store.dead_letter_count() == 0
+    assert await store.backlog() == 0
+
+
+async def test_the_in_process_store_keeps_a_bounded_number_of_dead_letters(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(memory_store, "MAX_DEAD_LETTERS", 3)
+    store = memory_store.MemoryStore(60)
+    tokens = await taken(store, *(f"r{i}".encode() for i in range(5)))
+    with logged(caplog, "wander.service.store.memory"):
+        ids = [await store.dead_letter(token, f"error {i}") for i, token in enumerate(tokens)]
+    assert [letter.data for letter in await store.dead_letters(10)] == [b"r2", b"r3", b"r4"]
+    discarded = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert discarded == [
+        f"dead letter {ids[i]} discarded: more than 3 are kept in the process (error {i})"
+        for i in (0, 1)
+    ]
+
+
+async def test_redis_dead_letters_outlive_the_store_that_wrote_them(
+    redis_url: str, redis_prefix: str
+) -> None:
+    writer = RedisStore.from_url(redis_url, 60, redis_prefix)
+    [token] = await taken(writer, b"poison")
+    letter_id = await writer.dead_letter(token, "refused")
+    await writer.aclose()
+    reader = RedisStore.from_url(redis_url, 60, redis_prefix)
+    assert [(letter.id, letter.data) for letter in await reader.dead_letters(10)] == [
+        (letter_id, b"poison")
+    ]
+    assert await reader.pending(10) == []
+    await reader.aclose()
+
+
 async def test_an_unreachable_redis_raises_store_unavailable() -> None:
     store = RedisStore.from_url(f"redis://127.0.0.1:{free_port()}/0", ttl_seconds=60)
     with pytest.raises(StoreUnavailable):
@@ -67,6 +151,10 @@ async def test_an_unreachable_redis_raises_store_unavailable() -> None:
         await store.add({"a": b"x"})
     with pytest.raises(StoreUnavailable):
         await store.replace("a", 1, b"x")
+    with pytest.raises(StoreUnavailable):
+        await store.dead_letters(10)
+    with pytest.raises(StoreUnavailable):
+        await store.retry_dead_letters(["1-0"])
     await store.aclose()
 
 

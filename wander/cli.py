@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from wander.commands import client, policies, service, train
+from wander.commands import archive, client, policies, service, train
 
 app = typer.Typer(
     help="Wander: environments as a service for RL of language-model agents.",
@@ -14,6 +14,7 @@ app = typer.Typer(
 )
 app.command()(service.serve)
 app.add_typer(service.db, name="db")
+app.add_typer(archive.archive, name="archive")
 app.command()(client.envs)
 app.command("eval")(client.evaluate)
 app.command()(client.play)

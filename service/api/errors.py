@@ -34,6 +34,7 @@ STATUS_BY_CODE = {
     "rate_limited": 429,
     "store_unavailable": 503,
     "database_unavailable": 503,
+    "archive_stalled": 503,
 }
 RETRY_AFTER_SECONDS = 1
 NOT_JSON = "send the body as JSON, with Content-Type: application/json"

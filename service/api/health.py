@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Annotated
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Depends, Request, Response
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
@@ -15,6 +16,7 @@ from prometheus_client import (
 )
 from wander.service.api.deps import ArchiveDep, EngineDep
 from wander.service.api.errors import ERROR_RESPONSES
+from wander.service.archiver import Archiver
 
 router = APIRouter(tags=["health"])
 
@@ -35,10 +37,20 @@ def metrics() -> Response:
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 
+async def get_archiver(request: Request) -> Archiver:
+    archiver: Archiver = request.app.state.archiver
+    return archiver
+
+
 @router.get("/readyz", responses={503: ERROR_RESPONSES[503]})
-async def readyz(engine: EngineDep, archive: ArchiveDep) -> dict[str, str]:
-    """The process can serve: the episode store answers (else 503 ``store_unavailable``)
-    and the archive database answers, migrated (else 503 ``database_unavailable``)."""
+async def readyz(
+    engine: EngineDep, archive: ArchiveDep, archiver: Annotated[Archiver, Depends(get_archiver)]
+) -> dict[str, str]:
+    """The process can serve: the episode store answers (else 503 ``store_unavailable``),
+    the archive database answers, migrated (else 503 ``database_unavailable``), and the
+    archive makes progress (else 503 ``archive_stalled``: every attempt has failed for a
+    minute, though the database answers; the error says why)."""
     await engine.store.ping()
     await asyncio.to_thread(archive.ping)
+    archiver.check_progress()
     return {"status": "ready"}

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 from wander.client.models import ArchivedEpisodesPage, EpisodeRecord, RunInfo, RunSummary, Score
 from wander.client.summary import RunAggregate
@@ -23,6 +23,31 @@ from wander.service.archive.connect import make_engine
 from wander.service.archive.migrations import current_revision, head_revision
 from wander.service.archive.tables import ArchivedEpisode
 from wander.service.errors import DatabaseUnavailable, RunNotFound
+
+
+ERROR_CHARS = 1000
+"""The most of a database's error message kept: enough for its reason and details."""
+
+
+class WriteRefused(Exception):
+    """The database answered, and refused a write: ``str()`` is its reason, on one line."""
+
+
+class RecordRefused(WriteRefused):
+    """The database refused a record for what it holds (a string it cannot store, a value
+    longer than its column, a constraint): the same record can never be written."""
+
+
+PROBE = EpisodeRecord(
+    id="wander-write-probe", env="probe", version="0", split="probe", example=0, seed=0,
+    group="probe", run=None, metadata=None, config={}, turn=0, done=True, status="done",
+    messages=[], step_rewards=[], state={},
+    score=Score(episode_id="wander-write-probe", done=True, total=0.0, components={},
+                weights={}, metrics={}),
+    created_at=datetime(2026, 1, 1, tzinfo=UTC), updated_at=datetime(2026, 1, 1, tzinfo=UTC),
+    finished_at=None,
+)  # fmt: skip
+"""A record any working archive accepts: ``check_writes`` writes it, then rolls back."""
 
 
 @dataclass(frozen=True)
@@ -77,11 +102,40 @@ class Archive:
             )
 
     def write(self, records: Sequence[EpisodeRecord]) -> None:
-        """Insert or replace ``records``: an episode archived twice is still one row."""
+        """Insert or replace ``records``: an episode archived twice is still one row.
+
+        Raises ``DatabaseUnavailable`` (nothing was written; try again later),
+        ``RecordRefused`` (a record of them can never be written) or ``WriteRefused``
+        (the database refused for a reason of its own)."""
         # One row per id: PostgreSQL refuses to upsert the same row twice in a statement.
         rows = list({record.id: _row(record) for record in records}.values())
-        with self._available(), self.engine.begin() as connection:
+        with self._writing(), self.engine.begin() as connection:
             connection.execute(self._upsert, rows)
+
+    def check_writes(self) -> None:
+        """Raise as ``write`` would unless the database accepts a plain record now (written,
+        then rolled back): when one record fails for no reason the database names, this
+        tells a record it dislikes from a database that takes no writes at all (read-only,
+        out of space, missing privileges)."""
+        with self._writing(), self.engine.connect() as connection:
+            transaction = connection.begin()
+            try:
+                connection.execute(self._upsert, [_row(PROBE)])
+            finally:
+                transaction.rollback()
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Errors of a write, named for what the caller can do about them."""
+        with self._available():
+            try:
+                yield
+            except (DataError, IntegrityError) as exc:
+                raise RecordRefused(_reason(exc)) from exc
+            except DBAPIError as exc:
+                if _is_disconnect(exc):
+                    raise
+                raise WriteRefused(_reason(exc)) from exc
 
     def runs(self) -> list[RunInfo]:
         query = (
@@ -209,6 +263,14 @@ def _run_not_found(run: str) -> RunNotFound:
 
 def _is_disconnect(exc: DBAPIError) -> bool:
     return exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError)
+
+
+def _reason(exc: DBAPIError) -> str:
+    """The database's own words, on one line and bounded; never the statement or its
+    parameters, which SQLAlchemy's message carries (a whole episode)."""
+    reason = " ".join(str(exc.orig).split())
+    text = f"{type(exc.orig).__name__}: {reason}"
+    return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 1] + "…"
 
 
 def _ordered(query: Select[Any]) -> Select[Any]:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from wander.service.settings import Settings
-from wander.service.store.base import EpisodeStore, Pending, Versioned
+from wander.service.store.base import DeadLetter, EpisodeStore, Pending, Versioned
 from wander.service.store.memory import MemoryStore
 
-__all__ = ["EpisodeStore", "MemoryStore", "Pending", "Versioned", "open_store"]
+__all__ = ["DeadLetter", "EpisodeStore", "MemoryStore", "Pending", "Versioned", "open_store"]
 
 
 def open_store(settings: Settings) -> EpisodeStore:

@@ -11,6 +11,11 @@ queues its final record in the same atomic operation, so a finished episode is
 either still playable or waiting for the archive, never lost in between. The
 archiver takes records from the backlog and acknowledges them once they are
 in the database.
+
+A record the database refuses for good is moved, in one atomic operation, from
+the backlog to the store's dead letters, with the error and the time: it stops
+blocking the records behind it, and stays, visible, until an operator moves it
+back to the backlog (after fixing the cause) or drops it.
 """
 
 from __future__ import annotations
@@ -39,6 +44,19 @@ class Pending(NamedTuple):
 
     token: str
     data: bytes
+
+
+class DeadLetter(NamedTuple):
+    """An archive record set aside because the database refused it."""
+
+    id: str
+    """The dead letter's id in the store (not the episode's): what retry and drop take."""
+    data: bytes
+    """The record, as it was queued."""
+    error: str
+    """Why the database refused it."""
+    failed_at: float
+    """When it was set aside (Unix time)."""
 
 
 class EpisodeStore(ABC):
@@ -92,6 +110,38 @@ class EpisodeStore(ABC):
     @abstractmethod
     async def backlog(self) -> int:
         """Archive records not yet acknowledged."""
+
+    @abstractmethod
+    async def dead_letter(self, token: str, error: str) -> str | None:
+        """Move the backlog record ``token`` to the dead letters with ``error``, in one atomic
+        operation; returns its dead-letter id, or None if the backlog no longer holds it
+        (another archiver took it over and wrote it)."""
+
+    @abstractmethod
+    async def dead_letters(self, count: int, after: str | None = None) -> list[DeadLetter]:
+        """Up to ``count`` dead letters, oldest first; with ``after``, those after that id."""
+
+    @abstractmethod
+    async def dead_letter_count(self) -> int:
+        """How many dead letters the store holds."""
+
+    @abstractmethod
+    async def retry_dead_letters(self, ids: Sequence[str]) -> list[str]:
+        """Move these dead letters back to the end of the backlog, each atomically; returns
+        the ids moved (an id the store does not hold is skipped)."""
+
+    @abstractmethod
+    async def drop_dead_letters(self, ids: Sequence[str]) -> list[str]:
+        """Delete these dead letters for good; returns the ids deleted."""
+
+    async def dead_letter_ids(self, page: int = 1000) -> list[str]:
+        """The ids of every dead letter held now, oldest first: "retry all" and "drop all"
+        act on this snapshot, so a record that fails again while they run (and comes back
+        with a new id) is not chased forever."""
+        ids: list[str] = []
+        while letters := await self.dead_letters(page, ids[-1] if ids else None):
+            ids += (letter.id for letter in letters)
+        return ids
 
     @abstractmethod
     async def ping(self) -> None:

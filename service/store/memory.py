@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
 
 from cachetools import TTLCache
-from wander.service.store.base import EpisodeStore, Pending, Versioned
+from wander.service.store.base import DeadLetter, EpisodeStore, Pending, Versioned
+
+log = logging.getLogger(__name__)
+
+MAX_DEAD_LETTERS = 10_000
+"""Dead letters kept in the process; past this the oldest is discarded, with an error in
+the log. They live in the service's own memory, and a database that refused every
+record (a bad migration) must not grow the process without end."""
 
 
 class MemoryStore(EpisodeStore):
@@ -16,8 +24,8 @@ class MemoryStore(EpisodeStore):
 
     Its methods never await between reading and writing, so under asyncio each
     runs to completion without interleaving: the compare-and-set is atomic by
-    construction. The backlog lives as long as the process; the service drains
-    it into the archive on shutdown.
+    construction. The backlog and the dead letters live as long as the process;
+    the service drains the backlog into the archive on shutdown.
     """
 
     durable = False
@@ -28,6 +36,7 @@ class MemoryStore(EpisodeStore):
             maxsize=math.inf, ttl=ttl_seconds, timer=time.monotonic
         )
         self._backlog: dict[str, bytes] = {}
+        self._dead: dict[str, DeadLetter] = {}
         self._tokens = itertools.count()
 
     async def add(self, documents: Mapping[str, bytes]) -> None:
@@ -62,6 +71,44 @@ class MemoryStore(EpisodeStore):
 
     async def backlog(self) -> int:
         return len(self._backlog)
+
+    async def dead_letter(self, token: str, error: str) -> str | None:
+        data = self._backlog.pop(token, None)
+        if data is None:
+            return None
+        letter = DeadLetter(str(next(self._tokens)), data, error, time.time())
+        self._dead[letter.id] = letter
+        if len(self._dead) > MAX_DEAD_LETTERS:
+            oldest = self._dead.pop(next(iter(self._dead)))
+            log.error(
+                "dead letter %s discarded: more than %d are kept in the process (%s)",
+                oldest.id, MAX_DEAD_LETTERS, oldest.error,
+            )  # fmt: skip
+        return letter.id
+
+    async def dead_letters(self, count: int, after: str | None = None) -> list[DeadLetter]:
+        letters = iter(self._dead.values())
+        if after is not None:
+            # Ids count up: those after ``after`` are the greater numbers.
+            start = int(after) if after.isdecimal() and len(after) < 20 else math.inf
+            letters = (letter for letter in letters if int(letter.id) > start)
+        return list(itertools.islice(letters, count))
+
+    async def dead_letter_count(self) -> int:
+        return len(self._dead)
+
+    async def retry_dead_letters(self, ids: Sequence[str]) -> list[str]:
+        moved = [letter_id for letter_id in dict.fromkeys(ids) if letter_id in self._dead]
+        for letter_id in moved:
+            self._backlog[str(next(self._tokens))] = self._dead.pop(letter_id).data
+        return moved
+
+    async def drop_dead_letters(self, ids: Sequence[str]) -> list[str]:
+        return [
+            letter_id
+            for letter_id in dict.fromkeys(ids)
+            if self._dead.pop(letter_id, None) is not None
+        ]
 
     async def ping(self) -> None:
         return None

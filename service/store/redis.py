@@ -18,6 +18,12 @@ purpose: it holds finished episodes not yet archived, and stays as small as the
 backlog (acknowledged records are deleted). A store that closes with nothing
 unacknowledged leaves the group, so that restarts do not pile up consumers.
 
+Dead letters are the stream ``{prefix}archive:dead``, entries ``d`` (the record), ``e``
+(the error) and ``t`` (Unix time); a script moves a record between the two streams
+in one step, so it is always in exactly one of them. The dead letters are kept
+until an operator retries or drops them: they are data the database refused, not
+a cache, and ``wander_archive_dead_letters`` shows how many there are.
+
 The scripts touch several keys, so the store needs a single Redis server (or a
 replicated one), not Redis Cluster.
 """
@@ -25,8 +31,10 @@ replicated one), not Redis Cluster.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -37,7 +45,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from wander.service.errors import StoreUnavailable
-from wander.service.store.base import EpisodeStore, Pending, Versioned, Write
+from wander.service.store.base import DeadLetter, EpisodeStore, Pending, Versioned, Write
 from wander.service.store.coalesce import Coalescer
 
 _ADD_MANY = """
@@ -90,6 +98,48 @@ end
 still holds records: deleting it would drop them from the group's pending list, and no
 other archiver could claim them. One script, so no record is read in between."""
 
+_DEAD_LETTER = """
+local entry = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])[1]
+if not entry then return false end
+local data = entry[2][2]
+local id = redis.call('XADD', KEYS[2], '*', 'd', data, 'e', ARGV[3], 't', ARGV[4])
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+return id
+"""
+"""Move a backlog record to the dead letters: ``KEYS`` the backlog, the dead letters;
+``ARGV`` the group, the record's id, the error, the time. Nil if the record is gone."""
+
+_RETRY_DEAD = """
+local moved = {}
+for _, id in ipairs(ARGV) do
+  local entry = redis.call('XRANGE', KEYS[1], id, id)[1]
+  if entry then
+    redis.call('XADD', KEYS[2], '*', 'd', entry[2][2])
+    redis.call('XDEL', KEYS[1], id)
+    moved[#moved + 1] = id
+  end
+end
+return moved
+"""
+"""Dead letters back to the backlog: ``KEYS`` the dead letters, the backlog; ``ARGV`` ids.
+Every entry of either stream has its record as the first field (``d``)."""
+
+_DROP_DEAD = """
+local dropped = {}
+for _, id in ipairs(ARGV) do
+  if redis.call('XDEL', KEYS[1], id) == 1 then dropped[#dropped + 1] = id end
+end
+return dropped
+"""
+"""Delete dead letters: ``KEYS`` the dead letters; ``ARGV`` ids; replies the ids deleted."""
+
+_STREAM_ID = re.compile(r"([0-9]{1,20})-([0-9]{1,20})")
+"""A complete stream id, small enough for Redis (64-bit parts): anything else is no id
+the store ever handed out, and Redis would answer it with an error."""
+IDS_PER_SCRIPT = 500
+"""Dead letters moved or dropped per script call: each call blocks the Redis server."""
+
 _UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 
 ARCHIVERS = "archivers"
@@ -111,6 +161,7 @@ class RedisStore(EpisodeStore):
         self._redis = client
         self._prefix = prefix
         self._stream = f"{prefix}archive"
+        self._dead = f"{prefix}archive:dead"
         self._consumer = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self._claim_after_ms = int(claim_after_seconds * 1000)
         self._group_ready = False
@@ -118,6 +169,9 @@ class RedisStore(EpisodeStore):
         self._load_script = client.register_script(_LOAD_MANY)
         self._replace_script = client.register_script(_REPLACE_MANY)
         self._leave_script = client.register_script(_LEAVE_GROUP)
+        self._dead_letter_script = client.register_script(_DEAD_LETTER)
+        self._retry_script = client.register_script(_RETRY_DEAD)
+        self._drop_script = client.register_script(_DROP_DEAD)
         self._adds = Coalescer(self._add_all)
         self._loads = Coalescer(self._load_all)
         self._writes = Coalescer(self._replace_all)
@@ -254,6 +308,45 @@ class RedisStore(EpisodeStore):
         async with self._available():
             return int(await self._redis.xlen(self._stream))
 
+    async def dead_letter(self, token: str, error: str) -> str | None:
+        async with self._available():
+            letter_id = await self._dead_letter_script(
+                keys=[self._stream, self._dead], args=[ARCHIVERS, token, error, repr(time.time())]
+            )
+        return None if letter_id is None else _text(letter_id)
+
+    async def dead_letters(self, count: int, after: str | None = None) -> list[DeadLetter]:
+        if after is not None and not _is_stream_id(after):
+            return []
+        async with self._available():
+            entries = await self._redis.xrange(
+                self._dead, "-" if after is None else f"({after}", "+", count
+            )
+        return [
+            DeadLetter(_text(letter_id), fields[b"d"], _text(fields[b"e"]), float(fields[b"t"]))
+            for letter_id, fields in entries
+        ]
+
+    async def dead_letter_count(self) -> int:
+        async with self._available():
+            return int(await self._redis.xlen(self._dead))
+
+    async def retry_dead_letters(self, ids: Sequence[str]) -> list[str]:
+        return await self._each_chunk(self._retry_script, [self._dead, self._stream], ids)
+
+    async def drop_dead_letters(self, ids: Sequence[str]) -> list[str]:
+        return await self._each_chunk(self._drop_script, [self._dead], ids)
+
+    async def _each_chunk(self, script: Any, keys: list[str], ids: Sequence[str]) -> list[str]:
+        """Run ``script`` over the well-formed ``ids``, a few hundred per call."""
+        valid = [letter_id for letter_id in dict.fromkeys(ids) if _is_stream_id(letter_id)]
+        done: list[str] = []
+        for start in range(0, len(valid), IDS_PER_SCRIPT):
+            async with self._available():
+                reply = await script(keys=keys, args=valid[start : start + IDS_PER_SCRIPT])
+            done += (_text(letter_id) for letter_id in reply)
+        return done
+
     async def ping(self) -> None:
         async with self._available():
             await self._redis.ping()
@@ -283,6 +376,11 @@ class RedisStore(EpisodeStore):
 def _entries(reply: Any) -> list[Any]:
     """The entries of a one-stream XREADGROUP reply."""
     return list(reply[0][1]) if reply else []
+
+
+def _is_stream_id(value: str) -> bool:
+    match = _STREAM_ID.fullmatch(value)
+    return match is not None and all(int(part) < 2**64 for part in match.groups())
 
 
 def _text(value: bytes | str) -> str:

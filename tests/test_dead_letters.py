@@ -1,0 +1,224 @@
+"""A record the database refuses never blocks the archive: it is set aside as a dead
+letter with its error, and the records around it are archived (issue #20, item 5).
+
+On PostgreSQL, which refuses what SQLite stores anyway (NUL in text, a value longer than
+its column), on both stores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+
+import httpx
+import pytest
+import sqlalchemy
+from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
+from wander.service.archive import Archive, EpisodeFilter
+from wander.service.archive.migrations import upgrade
+from wander.service.archiver import Archiver
+from wander.service.settings import Settings
+from wander.service.store import EpisodeStore, open_store
+
+from tests.helpers import error_of, logged, service
+from tests.poison import NUL_RUN, REFUSE_CURSED, execute, queue
+from tests.records import tictactoe_record, with_outcome
+
+
+@pytest.fixture
+def archive(postgresql_url: str) -> Iterator[Archive]:
+    upgrade(postgresql_url)
+    archive = Archive(postgresql_url)
+    yield archive
+    archive.dispose()
+
+
+@pytest.fixture
+async def store(settings: Settings) -> AsyncIterator[EpisodeStore]:
+    store = open_store(settings)
+    yield store
+    await store.aclose()
+
+
+def archived(archive: Archive, run: str = "run-a") -> list[str]:
+    page = archive.episodes(run, EpisodeFilter(), limit=1000, offset=0)
+    return [episode.id for episode in page.episodes]
+
+
+async def drained(archiver: Archiver, seconds: float = 10.0) -> None:
+    """Run ``archiver`` until the backlog is empty; fail if it never is."""
+    worker = asyncio.create_task(archiver.run())
+    try:
+        for _ in range(int(seconds / 0.05)):
+            if await archiver.store.backlog() == 0:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"{await archiver.store.backlog()} records never left the backlog")
+    finally:
+        archiver.stop()
+        await worker
+
+
+async def test_poison_records_are_dead_lettered_and_the_others_archived(
+    store: EpisodeStore, archive: Archive
+) -> None:
+    records = [tictactoe_record(i, "win") for i in range(6)]
+    records[1] = tictactoe_record(1, "win", run=NUL_RUN)
+    records[4] = with_outcome(records[4], "x" * 65)
+    await queue(store, *records)
+
+    await drained(Archiver(store, archive, poll_seconds=0.05))
+
+    assert archived(archive) == ["ep_0000", "ep_0002", "ep_0003", "ep_0005"]
+    letters = await store.dead_letters(10)
+    assert [letter.data for letter in letters] == [
+        records[1].model_dump_json().encode(),
+        records[4].model_dump_json().encode(),
+    ]
+    assert "NUL" in letters[0].error
+    assert "value too long for type character varying(64)" in letters[1].error
+    assert await store.dead_letter_count() == 2
+
+
+async def test_a_record_failing_for_an_unnamed_reason_is_set_aside_after_three_attempts(
+    store: EpisodeStore, archive: Archive, postgresql_url: str
+) -> None:
+    execute(postgresql_url, *REFUSE_CURSED)
+    records = [tictactoe_record(i, "win") for i in range(4)]
+    records[2] = tictactoe_record(2, "win", run="cursed")
+    await queue(store, *records)
+    errors = REGISTRY.get_sample_value("wander_database_errors_total") or 0.0
+
+    await drained(Archiver(store, archive, poll_seconds=0.05, max_attempts=3))
+
+    assert archived(archive) == ["ep_0000", "ep_0001", "ep_0003"]
+    [letter] = await store.dead_letters(10)
+    assert letter.data == records[2].model_dump_json().encode()
+    assert letter.error.startswith("WriteRefused: RaiseException: cursed runs are refused")
+    assert letter.error.endswith("(after 3 attempts)")
+    # The batch, then the record alone three times: each failure is counted.
+    assert REGISTRY.get_sample_value("wander_database_errors_total") == errors + 4
+
+
+async def test_an_unreadable_record_is_set_aside_at_once(
+    store: EpisodeStore, sqlite_url: str
+) -> None:
+    upgrade(sqlite_url)
+    archive = Archive(sqlite_url)
+    good = tictactoe_record(0, "win")
+    await queue(store, good, b'{"id": "ep_junk", "env": 7}')
+    try:
+        await drained(Archiver(store, archive, poll_seconds=0.05))
+        assert archived(archive) == [good.id]
+    finally:
+        archive.dispose()
+    [letter] = await store.dead_letters(10)
+    assert letter.error.startswith("not an episode record: env: Input should be a valid string")
+
+
+def store_settings(request: pytest.FixtureRequest, store_kind: str, database_url: str) -> Settings:
+    if store_kind == "redis":
+        return Settings(
+            redis_url=request.getfixturevalue("redis_url"),
+            redis_prefix=request.getfixturevalue("redis_prefix"),
+            database_url=database_url,
+        )
+    return Settings(redis_url=None, database_url=database_url)
+
+
+async def metric(api: httpx.AsyncClient, name: str) -> float:
+    """A sample of ``/metrics``, as a scraper reads it."""
+    text = (await api.get("/metrics")).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                return float(sample.value)
+    raise AssertionError(f"/metrics has no {name}")
+
+
+async def eventually(condition: Callable[[], Awaitable[bool]], seconds: float = 10.0) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if await condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the condition never held")
+
+
+async def test_a_database_that_takes_no_writes_stalls_the_archive_visibly(
+    store_kind: str, postgresql_url: str, postgres_server_url: str, request: pytest.FixtureRequest
+) -> None:
+    """A read-only database (a failover to a replica) answers /readyz's ping but refuses
+    every write: nothing is set aside, the backlog and the errors show in the metrics, and
+    /readyz says why; once it takes writes again everything is archived."""
+    upgrade(postgresql_url)
+    database = sqlalchemy.make_url(postgresql_url).database
+    execute(postgresql_url, f'ALTER DATABASE "{database}" SET default_transaction_read_only = on')
+    settings = store_settings(request, store_kind, postgresql_url)
+    async with service(settings) as (app, api):
+        archiver = app.state.archiver
+        archiver.stall_seconds, archiver.poll_seconds = 0.5, 0.05
+        records = [
+            tictactoe_record(0, "win"),
+            tictactoe_record(1, "win", run=NUL_RUN),
+            tictactoe_record(2, "loss"),
+        ]
+        errors = await metric(api, "wander_database_errors_total")
+        await queue(archiver.store, *records)
+
+        async def stalled() -> bool:
+            return (await api.get("/readyz")).status_code == 503
+
+        await eventually(stalled)
+        error = error_of(await api.get("/readyz"))
+        assert error["code"] == "archive_stalled"
+        assert "cannot execute INSERT in a read-only transaction" in error["message"]
+        assert error["details"]["attempts"] >= 1
+        assert await archiver.store.dead_letter_count() == 0
+        assert await metric(api, "wander_archive_backlog") == 3
+        assert await metric(api, "wander_archive_dead_letters") == 0
+        assert await metric(api, "wander_database_errors_total") >= errors + 2
+
+        execute(
+            postgres_server_url,  # the read-only database cannot change its own setting
+            f'ALTER DATABASE "{database}" RESET default_transaction_read_only',
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE datname = '{database}' AND pid <> pg_backend_pid()",
+        )
+
+        async def archived_all_but_the_poison() -> bool:
+            return (
+                await metric(api, "wander_archive_backlog") == 0
+                and await metric(api, "wander_archive_dead_letters") == 1
+            )
+
+        await eventually(archived_all_but_the_poison)
+        assert (await api.get("/readyz")).status_code == 200
+        [letter] = await archiver.store.dead_letters(10)
+        assert letter.data == records[1].model_dump_json().encode()
+    assert archived_ids(postgresql_url) == ["ep_0000", "ep_0002"]
+
+
+def archived_ids(url: str, run: str = "run-a") -> list[str]:
+    archive = Archive(url)
+    try:
+        return archived(archive, run)
+    finally:
+        archive.dispose()
+
+
+async def test_the_in_process_store_says_which_dead_letters_die_with_it(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    upgrade(sqlite_url)
+    with logged(caplog, "wander.service.archiver"):
+        async with service(Settings(redis_url=None, database_url=sqlite_url)) as (app, _):
+            store = app.state.archiver.store
+            await queue(store, b"not a record")
+
+            async def set_aside() -> bool:
+                return await store.dead_letter_count() == 1
+
+            await eventually(set_aside)
+    lost = [r.getMessage() for r in caplog.records if r.name == "wander.service.archiver"]
+    assert "1 dead letters are lost with the in-process store" in lost
