@@ -47,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             archiver.stop()
             await worker
             await _flush(archiver)
+            await app.state.engine.aclose()
             archive.dispose()
             await store.aclose()
 
