@@ -76,7 +76,7 @@ def answer(worker: Worker, request: bytes) -> dict[str, Any]:
     try:
         return {"ok": worker.handle(orjson.loads(request))}
     # Environment code may raise anything, SystemExit and RecursionError included.
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         text = f"{type(exc).__name__}: {exc}"[:ERROR_CHARS]
         return {"error": text, "retire": isinstance(exc, MemoryError)}
 
@@ -108,7 +108,7 @@ def main() -> None:
         worker = Worker(Registry.from_entry_points())
         preload()
         layers = confine(limits)
-    except BaseException as exc:  # noqa: BLE001  (tell the service why, whatever it was)
+    except BaseException as exc:  # tell the service why, whatever it was
         write_frame(sink, orjson.dumps({"fatal": f"{type(exc).__name__}: {exc}"}))
         sys.exit(1)
     write_frame(sink, orjson.dumps({"ready": layers}))
