@@ -58,6 +58,7 @@ def create_app(
             archiver.stop()
             await worker
             await _flush(archiver)
+            await app.state.engine.aclose()
             archive.dispose()
             await store.aclose()
 

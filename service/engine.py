@@ -13,7 +13,6 @@ Steps are the hot path: the engine handles them as plain dicts
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
 import time
@@ -26,8 +25,9 @@ from wander.client.models import Action, BatchStepItem, CreateEpisodesRequest
 from wander.service import metrics
 from wander.service.catalog import Catalog, parse_config
 from wander.service.envs.sdk import Message
-from wander.service.envs.seeding import TurnRandom, canonical_json, example_seed
+from wander.service.envs.seeding import canonical_json, example_seed
 from wander.service.errors import (
+    EnvCallFailed,
     EpisodeDone,
     EpisodeNotDone,
     EpisodeNotFound,
@@ -41,11 +41,13 @@ from wander.service.records import (
     StepError,
     StepResult,
     StoredEpisode,
+    StoredScore,
     decode,
     encode,
     is_done,
     now,
 )
+from wander.service.sandbox import Sandbox
 from wander.service.settings import Settings
 from wander.service.store import EpisodeStore
 from wander.service.store.base import Versioned, Write
@@ -87,6 +89,12 @@ class Engine:
         self.store = store
         self.catalog = catalog
         self.settings = settings
+        self.sandbox = Sandbox(settings)
+        """Where environment code runs: every reset, step and score goes through it."""
+
+    async def aclose(self) -> None:
+        """Stop the environment workers."""
+        await self.sandbox.aclose()
 
     async def create(self, request: CreateEpisodesRequest) -> list[Episode]:
         """Reset one example and store ``n`` episodes of it: a group sharing example and seed."""
@@ -112,7 +120,7 @@ class Engine:
         if seed is None:
             seed = example_seed(env.name, request.split, config.seed, example)
 
-        state, messages = env.reset(config, examples[example], seed)
+        started = await self.sandbox.start(env, config, request.split, example, seed)
         stamp = now()
         template: StoredEpisode = {
             "id": "",
@@ -127,10 +135,12 @@ class Engine:
             "metadata": request.metadata,
             "status": "active",
             "turn": 0,
-            "messages": messages,
-            "state": state,
+            "messages": started["messages"],
+            "state": started["state"],
             "step_rewards": [],
-            "total": env.total(env.score(config, state).components),
+            "total": started["score"]["total"],
+            "score": started["score"],
+            "info": started["info"],
             "last_step": None,
             "created_at": stamp,
             "updated_at": stamp,
@@ -141,7 +151,6 @@ class Engine:
         counters = metrics.for_env(env.name)
         counters.created.inc(request.n)
         counters.live.inc(request.n)
-        info = env.public_state(state)
         return [
             {
                 "id": id_,
@@ -153,8 +162,8 @@ class Engine:
                 "run": request.run,
                 "turn": 0,
                 "done": False,
-                "observation": messages,
-                "info": info,
+                "observation": started["messages"],
+                "info": started["info"],
             }
             for id_ in ids
         ]
@@ -167,6 +176,8 @@ class Engine:
             item = await self.store.load(episode_id, cached=not fresh)
             try:
                 decision = await self._decide(_decode(episode_id, item), message, turn)
+            except EnvCallFailed:
+                raise  # the environment's verdict on this action: a fresh read would not change it
             except WanderError:
                 if fresh:
                     raise
@@ -220,6 +231,9 @@ class Engine:
                 episode = _decode(request.episode_id, item)
                 message = self._action_message(request.action)
                 decision = await self._decide(episode, message, request.turn)
+            except EnvCallFailed as exc:
+                results[index] = _item_error(request.episode_id, exc)
+                continue
             except WanderError:
                 replay.append(index)  # decided on a remembered version: decide on a fresh one
                 continue
@@ -312,63 +326,60 @@ class Engine:
 
     def _record(self, episode: StoredEpisode) -> dict[str, Any]:
         """The episode as an ``EpisodeRecord``: what the archive keeps."""
-        env = self.catalog.env(episode["env"])
         record: dict[str, Any] = {field: episode[field] for field in RECORD_FIELDS}  # type: ignore[literal-required]
         record["done"] = is_done(episode)
         record["score"] = self._score(episode)
-        record["state"] = env.public_state(episode["state"])
+        record["state"] = episode["info"]
         return record
 
     async def _apply(self, episode: StoredEpisode, action: Message) -> Decision:
         """The step's result and the episode after ``action``; nothing is written."""
         env = self.catalog.env(episode["env"])
         config = self.catalog.config(env, episode["config"])
-        rng = TurnRandom(episode["seed"])
         started = time.perf_counter()
-        if env.blocking:
-            transition = await asyncio.to_thread(env.step, config, episode["state"], action, rng)
-        else:
-            transition = env.step(config, episode["state"], action, rng)
-        state, observation, done, invalid = transition
-        total = env.total(env.score(config, state).components)
+        state, seed = episode["state"], episode["seed"]
+        advanced = await self.sandbox.advance(env, config, state, action, seed)
         metrics.for_env(env.name).step_latency.observe(time.perf_counter() - started)
+        score: StoredScore = advanced["score"]
+        total, done = score["total"], advanced["done"]
         reward = total - episode["total"]
         turn = episode["turn"] + 1
         result: StepResult = {
             "episode_id": episode["id"],
             "turn": turn,
-            "observation": observation,
+            "observation": advanced["messages"],
             "reward": reward,
             "done": done,
-            "info": env.public_state(state),
+            "info": advanced["info"],
         }
         stamp = now()
         updated: StoredEpisode = {
             **episode,
             "turn": turn,
             "status": "done" if done else "active",
-            "messages": [*episode["messages"], action, *observation],
-            "state": state,
+            "messages": [*episode["messages"], action, *advanced["messages"]],
+            "state": advanced["state"],
             "step_rewards": [*episode["step_rewards"], reward],
             "total": total,
+            "score": score,
+            "info": advanced["info"],
             "last_step": {"action": action, "result": result},
             "updated_at": stamp,
             "finished_at": stamp if done else None,
         }
-        return Decision(result, updated, invalid)
+        return Decision(result, updated, advanced["invalid"])
 
     def _score(self, episode: StoredEpisode) -> dict[str, Any]:
-        env = self.catalog.env(episode["env"])
-        config = self.catalog.config(env, episode["config"])
-        score = env.score(config, episode["state"])
+        """The episode's ``Score``, as its last step stored it: no environment code runs."""
+        score = episode["score"]
         return {
             "episode_id": episode["id"],
             "done": is_done(episode),
-            "total": env.total(score.components),
-            "components": score.components,
-            "weights": dict(env.reward_weights),
-            "metrics": score.metrics,
-            "outcome": score.outcome,
+            "total": score["total"],
+            "components": score["components"],
+            "weights": dict(self.catalog.env(episode["env"]).reward_weights),
+            "metrics": score["metrics"],
+            "outcome": score["outcome"],
         }
 
 

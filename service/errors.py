@@ -70,3 +70,24 @@ class ArchiveStalled(WanderError):
     """Every attempt to archive has failed for a while, though the database answers."""
 
     code = "archive_stalled"
+
+
+class EnvCallFailed(WanderError):
+    """An environment call that the sandbox stopped: the step is not applied, and is not
+    retried on a fresh read either (it would fail the same way)."""
+
+
+class EnvTimeout(EnvCallFailed):
+    """An environment call ran past its deadline (``WANDER_ENV_CALL_SECONDS``); its worker
+    was killed and replaced. 422, not a 5xx: the call is a pure function of the episode and
+    the action, so a retry of the same step would time out again (clients retry 5xx)."""
+
+    code = "env_timeout"
+
+
+class EnvFailed(EnvCallFailed):
+    """An environment's worker process died during the call (past its memory budget, or
+    killed); it was replaced. 422 like ``env_timeout``: memory use is a function of the
+    input too, and retrying the same step would fail the same way."""
+
+    code = "env_failed"

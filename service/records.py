@@ -33,6 +33,16 @@ class LastStep(TypedDict):
     result: StepResult
 
 
+class StoredScore(TypedDict):
+    """An episode's score after its last step, computed once when the step was applied:
+    reads (``GET /score``, the episode, its archive record) never run environment code."""
+
+    total: float
+    components: dict[str, float]
+    metrics: dict[str, Any]
+    outcome: str | None
+
+
 class StoredEpisode(TypedDict):
     id: str
     env: str
@@ -51,6 +61,9 @@ class StoredEpisode(TypedDict):
     step_rewards: list[float]
     total: float
     """The running total after the last step (the base of the next step's reward)."""
+    score: StoredScore
+    info: dict[str, Any]
+    """What clients may see of ``state`` (the environment's ``public_state``)."""
     last_step: LastStep | None
     created_at: str
     updated_at: str

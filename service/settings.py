@@ -25,6 +25,22 @@ class Settings(BaseSettings):
     max_group_size: int = Field(256, ge=1, description="Largest `n` of one create request.")
     max_batch_steps: int = Field(1024, ge=1, description="Most steps in one batch request.")
     max_metadata_bytes: int = Field(16_384, ge=0, description="Largest metadata (413 above).")
+    env_call_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=600,
+        description="Deadline of one isolated environment call (reset, or a step and its "
+        "score); past it the worker is killed and the step fails with `env_timeout`.",
+    )
+    env_memory_bytes: int = Field(
+        1 << 30,
+        ge=256 << 20,
+        description="Address space of an environment worker (RLIMIT_AS); a call that needs "
+        "more fails with `env_failed`.",
+    )
+    env_workers: int = Field(
+        2, ge=1, le=64, description="Worker processes that run isolated environment calls."
+    )
     database_url: str = Field(
         "sqlite:///wander.db",
         description="SQLAlchemy URL of the archive; the default is a SQLite file in the "

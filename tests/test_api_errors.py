@@ -210,7 +210,8 @@ async def test_a_crashing_environment_gives_the_error_shape_on_every_route(
             raise RuntimeError("a bug in the environment")
 
         monkeypatch.setattr(env, "step", crash)
-        monkeypatch.setattr(env, "score", crash)
+        # Reads run no environment code (scores are stored): make the engine's read crash.
+        monkeypatch.setattr(service.state.engine, "score", crash)
         for response in [
             await step(api, episode["id"], "<move>4</move>", 0),
             await api.get(f"/v1/episodes/{episode['id']}/score", params={"partial": True}),

@@ -11,12 +11,15 @@ from wander.service.envs.sdk import (
     EnvironmentUnavailable,
     EnvKind,
     GeneratedExamples,
+    Isolation,
     Message,
     Reset,
     Score,
     SizedConfig,
     State,
     Transition,
+    last_tagged,
+    without_tagged,
 )
 from wander.service.envs.seeding import TurnRandom, canonical_json, example_seed, stable_hash
 
@@ -26,6 +29,7 @@ __all__ = [
     "Environment",
     "EnvironmentUnavailable",
     "GeneratedExamples",
+    "Isolation",
     "Message",
     "Reset",
     "Score",
@@ -35,5 +39,7 @@ __all__ = [
     "TurnRandom",
     "canonical_json",
     "example_seed",
+    "last_tagged",
     "stable_hash",
+    "without_tagged",
 ]

@@ -31,6 +31,8 @@ STATUS_BY_CODE = {
     "episode_not_done": 409,
     "payload_too_large": 413,
     "validation_error": 422,
+    "env_timeout": 422,
+    "env_failed": 422,
     "rate_limited": 429,
     "store_unavailable": 503,
     "database_unavailable": 503,

@@ -90,7 +90,6 @@ class Sql(Environment[SqlConfig]):
     Config = SqlConfig
     reward_weights = {"correct": 1.0, "format": 0.1, "efficiency": 0.1}
     tools = TOOLS
-    blocking = True  # a query may run for up to a second
 
     def examples(self, config: SqlConfig, split: str) -> GeneratedExamples[int]:
         """Examples are indices: each episode's database and question come from its seed."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import random
-import re
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -27,7 +26,9 @@ from wander.sdk import (
     State,
     Transition,
     TurnRandom,
+    last_tagged,
     stable_hash,
+    without_tagged,
 )
 
 SYSTEM_PROMPT = """\
@@ -44,9 +45,6 @@ On each turn, reason briefly inside <think>...</think>, then give the number of 
 an empty cell inside <move>...</move>, for example: <think>The centre is free.</think><move>4</move>
 Three X in a row, column or diagonal wins."""
 
-FORMAT = re.compile(r"\s*<think>.*?</think>.*?<move>.*?</move>\s*", re.DOTALL)
-THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
-MOVE = re.compile(r"<move>(.*?)</move>", re.DOTALL)
 
 WIN, DRAW, LOSS = 1.0, 0.5, 0.0
 INVALID_MOVE_PENALTY = -0.1
@@ -97,12 +95,25 @@ def render_board(board: str) -> str:
     return "\n---+---+---\n".join(rows)
 
 
+def formatted(content: str | None) -> bool:
+    """Whether ``content`` is ``<think>...</think>``, then a ``<move>...</move>`` that ends
+    it: a full match of ``\\s*<think>.*?</think>.*?<move>.*?</move>\\s*``, found in linear
+    time (the expression backtracks quadratically: 5,000 ``<move>`` took 1.6 s, and this
+    environment runs inline, on the service's event loop)."""
+    text = (content or "").strip()
+    if not (text.startswith("<think>") and text.endswith("</move>")):
+        return False
+    thought = text.find("</think>", len("<think>"))
+    move = text.find("<move>", thought + len("</think>")) if thought >= 0 else -1
+    return move >= 0 and move + len("<move>") <= len(text) - len("</move>")
+
+
 def parse_move(content: str | None) -> int | str:
     """The cell of the last ``<move>`` tag outside ``<think>``, or why there is none."""
-    moves = MOVE.findall(THINK.sub("", content or ""))
-    if not moves:
+    move = last_tagged(without_tagged(content or "", "think"), "move")
+    if move is None:
         return "no <move>N</move> tag found"
-    text = moves[-1].strip()
+    text = move.strip()
     if not (text.isascii() and text.isdigit()) or int(text) > 8:
         return f"{text[:20]!r} is not a cell number from 0 to 8"
     return int(text)
@@ -116,6 +127,7 @@ class TicTacToe(Environment[TicTacToeConfig]):
         "per-example probability and minimax-optimally otherwise."
     )
     kind = "multi_turn"
+    isolation = "inline"  # pure, and linear in the action: see formatted() and parse_move()
     Config = TicTacToeConfig
     reward_weights = {"win": 1.0, "format": 0.2, "invalid_move": 1.0}
 
@@ -158,7 +170,7 @@ class TicTacToe(Environment[TicTacToeConfig]):
         state = {
             **state,
             "turns": state["turns"] + 1,
-            "formatted": state["formatted"] + bool(content and FORMAT.fullmatch(content)),
+            "formatted": state["formatted"] + formatted(content),
         }
         board = state["board"]
         move = parse_move(content)

@@ -1,0 +1,41 @@
+"""Frames between the service and a worker: 8 bytes of length (big-endian), then JSON."""
+
+from __future__ import annotations
+
+import os
+
+HEADER = 8
+MAX_FRAME_BYTES = 256 << 20
+"""The largest frame either side accepts: a worker's reply past it is an error."""
+
+
+def read_frame(fd: int) -> bytes | None:
+    """The next frame, or None when the stream ends (the other side is gone)."""
+    header = _read_exactly(fd, HEADER)
+    if header is None:
+        return None
+    size = int.from_bytes(header, "big")
+    if size > MAX_FRAME_BYTES:
+        raise ValueError(f"a frame of {size} bytes")
+    return _read_exactly(fd, size)
+
+
+def frame(body: bytes) -> bytes:
+    return len(body).to_bytes(HEADER, "big") + body
+
+
+def write_frame(fd: int, body: bytes) -> None:
+    data = memoryview(frame(body))
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _read_exactly(fd: int, size: int) -> bytes | None:
+    chunks, left = [], size
+    while left:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,55 @@
+"""Inline environments parse actions in linear time: tic-tac-toe runs on the event
+loop, and its regular expressions backtracked quadratically (``<move>`` x 8000 held
+the loop 3 s). The linear parsers find exactly what the expressions found."""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+
+import httpx
+import pytest
+from wander.service.envs.tictactoe.env import formatted, parse_move
+
+from tests.helpers import create, step
+from wander.sdk import last_tagged, without_tagged
+
+FORMAT = re.compile(r"\s*<think>.*?</think>.*?<move>.*?</move>\s*", re.DOTALL)
+THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+MOVE = re.compile(r"<move>(.*?)</move>", re.DOTALL)
+TOKENS = ("<think>", "</think>", "<move>", "</move>", " ", "\n", "4", "x", "<", "/", ">")
+
+
+def test_the_linear_parsers_find_what_the_expressions_found() -> None:
+    rng = random.Random(20)
+    for _ in range(50_000):
+        text = "".join(rng.choice(TOKENS) for _ in range(rng.randint(0, 10)))
+        moves = MOVE.findall(text)
+        assert formatted(text) == bool(FORMAT.fullmatch(text)), text
+        assert without_tagged(text, "think") == THINK.sub("", text), text
+        assert last_tagged(text, "move") == (moves[-1] if moves else None), text
+
+
+HOSTILE = (
+    "<move>" * 8000,
+    "<think>" * 8000,
+    "<think></think>" + "<move>" * 8000,
+    "<think></think><move>" * 3000,
+)
+
+
+@pytest.mark.parametrize("content", HOSTILE, ids=["moves", "thinks", "think-moves", "pairs"])
+def test_hostile_actions_parse_in_milliseconds(content: str) -> None:
+    started = time.perf_counter()
+    formatted(content)
+    parse_move(content)
+    assert time.perf_counter() - started < 0.05
+
+
+async def test_a_hostile_step_is_answered_at_once(api: httpx.AsyncClient) -> None:
+    [episode] = await create(api, example=0)
+    started = time.perf_counter()
+    response = await step(api, episode["id"], "<think></think>" + "<move>" * 8000, 0)
+    assert time.perf_counter() - started < 0.5
+    assert response.status_code == 200, response.text
