@@ -30,14 +30,13 @@ from wander.client import AsyncWanderClient, WanderClient
 from wander.client.evaluation import evaluate
 from wander.client.policies import MinimaxPolicy
 from wander.service.archive.migrations import upgrade
+from wander.testing import ServiceProcess
 from wander.trainer.backends import Sampling, TransformersBackend
 from wander.trainer.config import GRPORunConfig
 from wander.trainer.grpo import build_trainer as grpo_trainer
 from wander.trainer.policy import BackendPolicy
 from wander.trainer.sft import build_trainer as sft_trainer
 from wander.trainer.tiny import build_model, build_tokenizer
-
-from wander.testing import ServiceProcess
 
 RESULTS = Path(__file__).parent / "results"
 OPPONENTS = {

@@ -40,8 +40,8 @@ from wander.client.models import (
     Score,
     StepError,
     StepResult,
-    UnavailableEnvironments,
     ToolCall,
+    UnavailableEnvironments,
 )
 from wander.client.retry import NO_RETRY, Retry
 from wander.client.sync import WanderClient
@@ -75,10 +75,10 @@ __all__ = [
     "ServiceUnavailable",
     "StepError",
     "StepResult",
-    "UnavailableEnvironments",
     "ToolCall",
     "TurnMismatch",
     "Unauthorized",
+    "UnavailableEnvironments",
     "WanderAPIError",
     "WanderClient",
     "WanderConnectionError",

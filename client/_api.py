@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 import httpx
 from pydantic import TypeAdapter
+
 from wander.client.errors import error_from_response
 from wander.client.models import (
     Action,

@@ -7,6 +7,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
+
 from wander.client import _api
 from wander.client._api import Call
 from wander.client.config import client_options

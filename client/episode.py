@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from pydantic import PrivateAttr, model_validator
+
 from wander.client.models import Action, AssistantMessage, EpisodeRecord, Message, Score, StepResult
 from wander.client.models import Episode as EpisodeFields
 

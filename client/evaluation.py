@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
 from wander.client.aio import AsyncWanderClient
 from wander.client.episode import AsyncEpisode
 from wander.client.errors import WanderError

@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+
 from wander.client.models import Message
 from wander.client.policies.base import Policy
 from wander.client.policies.tictactoe import NotATicTacToePrompt

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+
 from wander.client.evaluation import EvalSummary, Evaluation
 from wander.client.models import CategoricalSummary, NumericSummary
 

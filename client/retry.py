@@ -6,6 +6,7 @@ import random
 from dataclasses import dataclass
 
 import httpx
+
 from wander.client._api import Call
 
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)

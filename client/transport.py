@@ -8,6 +8,7 @@ import time
 from typing import TypeVar
 
 import httpx
+
 from wander.client._api import Call
 from wander.client.errors import WanderConnectionError
 from wander.client.retry import Retry

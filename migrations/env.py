@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from alembic import context
+
 from wander.service.archive.connect import make_engine
 from wander.service.archive.tables import Base
 

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, params
+
 from wander.service import logs
 from wander.service.api import admin, environments, episodes, health, runs
 from wander.service.api.docs import install_docs

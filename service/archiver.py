@@ -36,6 +36,7 @@ from typing import NamedTuple, ParamSpec
 
 import orjson
 from pydantic import ValidationError
+
 from wander.client.models import EpisodeRecord
 from wander.service import metrics
 from wander.service.archive import Archive, RecordRefused, WriteRefused

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TypedDict
 
 import orjson
+
 from wander.service.envs.sdk import Message
 
 Episode = dict[str, Any]

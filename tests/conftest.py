@@ -28,11 +28,11 @@ import redis
 import sqlalchemy
 from asgi_lifespan import LifespanManager
 from starlette.types import ASGIApp
+
+from tests.leaks import LEDGER, MARKER, Ledger
 from wander.service.app import create_app
 from wander.service.archive.migrations import upgrade
 from wander.service.settings import Settings
-
-from tests.leaks import LEDGER, MARKER, Ledger
 from wander.testing import ServiceProcess, free_port
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"

@@ -11,10 +11,10 @@ import httpx
 import pytest
 from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
-from wander.service.app import create_app
-from wander.service.settings import Settings
 
 from tests.agents import Agent
+from wander.service.app import create_app
+from wander.service.settings import Settings
 
 
 @contextmanager

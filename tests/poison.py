@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import sqlalchemy
+
 from wander.client.models import EpisodeRecord
 from wander.service.store import EpisodeStore
 

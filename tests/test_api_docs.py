@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import BaseModel
+
 from wander.client import models
 from wander.service.app import create_app
 from wander.service.settings import Settings

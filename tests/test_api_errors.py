@@ -7,11 +7,11 @@ from typing import Any
 import httpx
 import pytest
 from asgi_lifespan import LifespanManager
+
+from tests.helpers import create, error_of, step
 from wander.service.app import create_app
 from wander.service.archive.migrations import upgrade
 from wander.service.settings import Settings
-
-from tests.helpers import create, error_of, step
 from wander.testing import free_port
 
 

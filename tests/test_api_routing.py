@@ -13,13 +13,13 @@ import pytest
 from asgi_lifespan import LifespanManager
 from fastapi import APIRouter, Depends, FastAPI, Header
 from fastapi.openapi.utils import get_openapi
+
+from tests.helpers import error_of
 from wander.service.api import episodes
 from wander.service.api.errors import install_error_handlers
 from wander.service.app import create_app
 from wander.service.errors import WanderError
 from wander.service.settings import Settings
-
-from tests.helpers import error_of
 
 KEY = "let-me-in"
 

@@ -7,11 +7,11 @@ import math
 import statistics
 
 import pytest
+
+from tests.records import tictactoe_record
 from wander.service.archive import Archive, EpisodeFilter
 from wander.service.archive.migrations import downgrade
 from wander.service.errors import DatabaseUnavailable, RunNotFound
-
-from tests.records import tictactoe_record
 from wander.testing import free_port
 
 # 10 done games of run-a: 4 wins (one with an invalid move), 3 draws, 3 losses (two

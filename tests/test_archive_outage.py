@@ -9,15 +9,15 @@ from collections.abc import Iterator
 import httpx
 import pytest
 import sqlalchemy
-from wander.service.archive import Archive, EpisodeFilter
-from wander.service.archive.migrations import upgrade
-from wander.service.settings import Settings
 
 from tests.agents import random_agent
 from tests.helpers import create, error_of, play_game, service
 from tests.poison import NUL_RUN, queue
 from tests.proxy import OutageProxy
 from tests.records import tictactoe_record
+from wander.service.archive import Archive, EpisodeFilter
+from wander.service.archive.migrations import upgrade
+from wander.service.settings import Settings
 
 GAMES = 6
 

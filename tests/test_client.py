@@ -8,6 +8,8 @@ from pathlib import Path
 import httpx
 import pytest
 from starlette.types import ASGIApp
+
+from tests.agents import answer, perfect_agent
 from wander.client import (
     AsyncWanderClient,
     EnvNotFound,
@@ -22,8 +24,6 @@ from wander.client import (
     TurnMismatch,
     WanderClient,
 )
-
-from tests.agents import answer, perfect_agent
 from wander.testing import ServiceProcess
 
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+
 from wander.client import AsyncWanderClient, WanderClient
 from wander.client.errors import WanderConnectionError
 from wander.client.retry import Retry
-
 from wander.testing import free_port
 
 QUICK = Retry(attempts=2, backoff_seconds=0.01)

@@ -7,6 +7,8 @@ from typing import Literal
 import httpx
 import pytest
 from starlette.types import ASGIApp
+
+from tests.agents import answer
 from wander.client import (
     AsyncWanderClient,
     Retry,
@@ -14,8 +16,6 @@ from wander.client import (
     WanderClient,
     WanderConnectionError,
 )
-
-from tests.agents import answer
 from wander.testing import ServiceProcess
 
 FAST = Retry(attempts=4, backoff_seconds=0.01)

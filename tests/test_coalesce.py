@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 from wander.service.store import coalesce
 from wander.service.store.coalesce import Coalescer
 

@@ -7,12 +7,12 @@ from collections import Counter
 
 import httpx
 from asgi_lifespan import LifespanManager
-from wander.service.app import create_app
-from wander.service.archive.migrations import upgrade
-from wander.service.settings import Settings
 
 from tests.agents import answer
 from tests.helpers import create, error_of, step
+from wander.service.app import create_app
+from wander.service.archive.migrations import upgrade
+from wander.service.settings import Settings
 
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
 

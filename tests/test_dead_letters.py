@@ -15,15 +15,15 @@ import pytest
 import sqlalchemy
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.helpers import error_of, logged, service
+from tests.poison import NUL_RUN, REFUSE_CURSED, execute, queue
+from tests.records import tictactoe_record, with_outcome
 from wander.service.archive import Archive, EpisodeFilter
 from wander.service.archive.migrations import upgrade
 from wander.service.archiver import Archiver
 from wander.service.settings import Settings
 from wander.service.store import EpisodeStore, open_store
-
-from tests.helpers import error_of, logged, service
-from tests.poison import NUL_RUN, REFUSE_CURSED, execute, queue
-from tests.records import tictactoe_record, with_outcome
 
 
 @pytest.fixture

@@ -13,15 +13,15 @@ import httpx
 import pytest
 import redis
 from typer.testing import CliRunner
-from wander.service.archive import Archive, EpisodeFilter
-from wander.service.archive.migrations import upgrade
-from wander.service.settings import Settings
-from wander.service.store import EpisodeStore
 
 from tests.helpers import error_of, service
 from tests.poison import NUL_RUN, REFUSE_CURSED, execute, queue
 from tests.records import tictactoe_record
 from wander.cli import app as cli
+from wander.service.archive import Archive, EpisodeFilter
+from wander.service.archive.migrations import upgrade
+from wander.service.settings import Settings
+from wander.service.store import EpisodeStore
 from wander.testing import ServiceProcess
 
 runner = CliRunner(env={"COLUMNS": "200"})

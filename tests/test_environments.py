@@ -9,12 +9,12 @@ from typing import Any
 
 import httpx
 import pytest
+
+from tests.helpers import create, error_of, step
 from wander.service.envs.double_check.env import DoubleCheck, DoubleCheckConfig
 from wander.service.envs.seeding import example_seed
 from wander.service.envs.sql.database import run_query
 from wander.service.envs.sql.questions import pick
-
-from tests.helpers import create, error_of, step
 
 BUILT_IN = ["tictactoe", "reverse_text", "double_check", "sql"]
 RG = ["rg/basic_arithmetic", "rg/chain_sum", "rg/word_sorting", "rg/letter_counting",

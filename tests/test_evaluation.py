@@ -14,6 +14,8 @@ import httpx
 import pytest
 from starlette.types import ASGIApp
 from typer.testing import CliRunner
+
+from wander.cli import app as cli
 from wander.client import AssistantMessage, AsyncWanderClient, Message
 from wander.client.errors import PolicyEndpointError
 from wander.client.evaluation import evaluate
@@ -25,8 +27,6 @@ from wander.service.envs.seeding import example_seed
 from wander.service.envs.tictactoe import TicTacToe, TicTacToeConfig
 from wander.service.envs.tictactoe.env import render_board
 from wander.service.envs.tictactoe.game import optimal_moves, positions
-
-from wander.cli import app as cli
 from wander.testing import ServiceProcess, free_port
 
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 from typer.testing import CliRunner
+
+from wander.cli import app as cli
 from wander.client import WanderClient
 from wander.service.archive.migrations import upgrade
+from wander.testing import ServiceProcess
 from wander.trainer.config import GRPORunConfig, load_config
 from wander.trainer.grpo import CISPO_EPSILON_HIGH, build_trainer, stratified_order
 from wander.trainer.models import load
-
-from wander.cli import app as cli
-from wander.testing import ServiceProcess
 
 
 @pytest.fixture

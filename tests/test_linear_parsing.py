@@ -10,10 +10,10 @@ import time
 
 import httpx
 import pytest
-from wander.service.envs.tictactoe.env import formatted, parse_move
 
 from tests.helpers import create, step
 from wander.sdk import last_tagged, without_tagged
+from wander.service.envs.tictactoe.env import formatted, parse_move
 
 FORMAT = re.compile(r"\s*<think>.*?</think>.*?<move>.*?</move>\s*", re.DOTALL)
 THINK = re.compile(r"<think>.*?</think>", re.DOTALL)

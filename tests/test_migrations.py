@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlalchemy
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+
 from wander.service.archive.connect import make_engine
 from wander.service.archive.migrations import current_revision, downgrade, head_revision, upgrade
 from wander.service.archive.tables import Base

@@ -11,13 +11,13 @@ from typing import Any
 import httpx
 import pytest
 from asgi_lifespan import LifespanManager
+
+from tests.agents import answer
 from wander.service.app import create_app
 from wander.service.archive.migrations import upgrade
 from wander.service.envs.seeding import stable_hash
 from wander.service.envs.tictactoe.game import legal_moves
 from wander.service.settings import Settings
-
-from tests.agents import answer
 from wander.testing import ServiceProcess
 
 CONFIG = {"min_random_move_prob": 0.5, "max_random_move_prob": 0.5, "max_turns": 12}

@@ -11,15 +11,15 @@ import httpx
 import pytest
 from starlette.types import ASGIApp
 from typer.testing import CliRunner
-from wander.client import AsyncWanderClient, Message
-from wander.client.evaluation import evaluate
-from wander.trainer.backends import Generation
-from wander.trainer.policy import BackendPolicy
-from wander.trainer.tiny import build_model, build_tokenizer
 
 from tests.agents import ScriptedBackend
 from wander.cli import app as cli
+from wander.client import AsyncWanderClient, Message
+from wander.client.evaluation import evaluate
 from wander.testing import ServiceProcess
+from wander.trainer.backends import Generation
+from wander.trainer.policy import BackendPolicy
+from wander.trainer.tiny import build_model, build_tokenizer
 
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
 

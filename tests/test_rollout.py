@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from tests.agents import ScriptedBackend
 from wander.client import WanderClient
+from wander.testing import ServiceProcess
 from wander.trainer.rollout import WanderRollout, example_prompt, render
 from wander.trainer.tiny import build_tokenizer
-
-from tests.agents import ScriptedBackend
-from wander.testing import ServiceProcess
 
 COMPONENTS = ["win", "format", "invalid_move"]
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}

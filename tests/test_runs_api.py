@@ -12,13 +12,13 @@ from typing import Any
 import httpx
 import pytest
 from asgi_lifespan import LifespanManager
-from wander.service.app import create_app
-from wander.service.archive import Archive
-from wander.service.settings import Settings
 
 from tests.agents import answer, perfect_agent, random_agent
 from tests.helpers import create, error_of, play_game, step
 from tests.records import tictactoe_record
+from wander.service.app import create_app
+from wander.service.archive import Archive
+from wander.service.settings import Settings
 
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
 RANDOM = {"min_random_move_prob": 1.0, "max_random_move_prob": 1.0}

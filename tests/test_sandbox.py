@@ -21,10 +21,10 @@ from pathlib import Path
 import httpx
 import pytest
 from asgi_lifespan import LifespanManager
+
 from wander.service.app import create_app
 from wander.service.archive.migrations import upgrade
 from wander.service.settings import Settings
-
 from wander.testing import ServiceProcess, running_processes
 
 DEADLINE = 2.0

@@ -8,14 +8,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 import redis
+
+from tests.helpers import logged
+from tests.poison import queue
 from wander.service.errors import StoreUnavailable
 from wander.service.settings import Settings
 from wander.service.store import EpisodeStore, Versioned, open_store
 from wander.service.store import memory as memory_store
 from wander.service.store.redis import RedisStore
-
-from tests.helpers import logged
-from tests.poison import queue
 from wander.testing import free_port
 
 

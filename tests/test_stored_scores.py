@@ -7,9 +7,9 @@ from typing import Any
 
 import httpx
 import pytest
-from wander.service.envs.tictactoe import TicTacToe
 
 from tests.helpers import create, step
+from wander.service.envs.tictactoe import TicTacToe
 
 
 async def test_reads_serve_the_stored_score(

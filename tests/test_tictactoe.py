@@ -7,6 +7,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
+
+from tests.agents import Agent, answer, perfect_agent, random_agent
 from wander.service.envs.seeding import TurnRandom, example_seed
 from wander.service.envs.tictactoe import TicTacToe, TicTacToeConfig
 from wander.service.envs.tictactoe.env import parse_move, render_board
@@ -16,8 +18,6 @@ from wander.service.envs.tictactoe.game import (
     position_value,
     winner,
 )
-
-from tests.agents import Agent, answer, perfect_agent, random_agent
 
 ENV = TicTacToe()
 

@@ -21,6 +21,7 @@ def build_trainer(
     """TRL's SFTTrainer on the transcripts, the loss on the assistant's turns only."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
+
     from wander.trainer.models import device_defaults
 
     defaults = {

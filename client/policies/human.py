@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.panel import Panel
 from rich.prompt import Prompt
+
 from wander.client.models import AssistantMessage, Message
 
 

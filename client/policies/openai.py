@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
+
 from wander.client._api import Call
 from wander.client.errors import PolicyEndpointError, WanderAPIError, WanderConnectionError
 from wander.client.models import AssistantMessage, Message

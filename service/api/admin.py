@@ -15,6 +15,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
 from wander.service.api.deps import EngineDep
 from wander.service.api.errors import ERROR_RESPONSES
 from wander.service.archiver import record_label

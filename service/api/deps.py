@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Request
+
 from wander.service.archive import Archive
 from wander.service.catalog import Catalog
 from wander.service.engine import Engine

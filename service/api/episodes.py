@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 from fastapi import APIRouter, Request, Response, status
+
 from wander.client.models import (
     BatchStepRequest,
     BatchStepResponse,

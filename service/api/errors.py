@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+
 from wander.client.models import ErrorResponse
 from wander.service import metrics
 from wander.service.errors import WanderError

@@ -14,6 +14,7 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+
 from wander.service.api.deps import ArchiveDep, EngineDep
 from wander.service.api.errors import ERROR_RESPONSES
 from wander.service.archiver import Archiver

@@ -12,6 +12,7 @@ import time
 
 from prometheus_client import Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
 from wander.service import metrics
 from wander.service.logs import request_id
 

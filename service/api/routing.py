@@ -36,6 +36,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.params import Form
 from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
+
 from wander.service.api.errors import NOT_JSON
 from wander.service.errors import WanderError
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import StreamingResponse
 from pydantic import AfterValidator
+
 from wander.client.models import ArchivedEpisodesPage, RunsResponse, RunSummary
 from wander.service.api.deps import ArchiveDep
 from wander.service.api.errors import ERROR_RESPONSES

@@ -17,13 +17,13 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
+
 from wander.client.models import ArchivedEpisodesPage, EpisodeRecord, RunInfo, RunSummary, Score
 from wander.client.summary import RunAggregate
 from wander.service.archive.connect import make_engine
 from wander.service.archive.migrations import current_revision, head_revision
 from wander.service.archive.tables import ArchivedEpisode
 from wander.service.errors import DatabaseUnavailable, RunNotFound
-
 
 ERROR_CHARS = 1000
 """The most of a database's error message kept: enough for its reason and details."""

@@ -9,6 +9,7 @@ read what a worker says without trusting it. The environments' own ``print`` goe
 
 from __future__ import annotations
 
+import encodings
 import importlib
 import os
 import pkgutil
@@ -17,7 +18,6 @@ import signal
 import sys
 from typing import Any
 
-import encodings
 import orjson
 
 from wander.service.envs import Registry

@@ -9,6 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from cachetools import TTLCache
+
 from wander.service.store.base import DeadLetter, EpisodeStore, Pending, Versioned
 
 log = logging.getLogger(__name__)

@@ -44,6 +44,7 @@ from cachetools import LRUCache
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
 from wander.service.errors import StoreUnavailable
 from wander.service.store.base import DeadLetter, EpisodeStore, Pending, Versioned, Write
 from wander.service.store.coalesce import Coalescer

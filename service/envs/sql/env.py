@@ -7,8 +7,6 @@ import re
 from typing import Any
 
 from pydantic import Field
-from wander.service.envs.sql.database import QueryError, describe, format_result, run_query, tables
-from wander.service.envs.sql.questions import normalize, pick
 
 from wander.sdk import (
     Environment,
@@ -21,6 +19,8 @@ from wander.sdk import (
     Transition,
     TurnRandom,
 )
+from wander.service.envs.sql.database import QueryError, describe, format_result, run_query, tables
+from wander.service.envs.sql.questions import normalize, pick
 
 SYSTEM_PROMPT = (
     "You answer questions about a small shop's SQLite database (customers, products, "

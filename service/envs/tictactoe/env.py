@@ -7,14 +7,6 @@ import random
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
-from wander.service.envs.tictactoe.game import (
-    EMPTY,
-    EMPTY_BOARD,
-    legal_moves,
-    optimal_moves,
-    place,
-    winner,
-)
 
 from wander.sdk import (
     Environment,
@@ -29,6 +21,14 @@ from wander.sdk import (
     last_tagged,
     stable_hash,
     without_tagged,
+)
+from wander.service.envs.tictactoe.game import (
+    EMPTY,
+    EMPTY_BOARD,
+    legal_moves,
+    optimal_moves,
+    place,
+    winner,
 )
 
 SYSTEM_PROMPT = """\
