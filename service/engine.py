@@ -262,7 +262,7 @@ class Engine:
 
     async def score(self, episode_id: str, *, partial: bool = False) -> dict[str, Any]:
         """The episode's ``Score``."""
-        episode = _decode(episode_id, await self.store.load(episode_id))
+        episode = await self._scored(_decode(episode_id, await self.store.load(episode_id)))
         if not (is_done(episode) or partial):
             raise EpisodeNotDone(
                 f"episode {episode_id} is still being played; "
@@ -272,13 +272,14 @@ class Engine:
 
     async def episode(self, episode_id: str) -> dict[str, Any]:
         """The episode's ``EpisodeRecord``."""
-        return self._record(_decode(episode_id, await self.store.load(episode_id)))
+        episode = _decode(episode_id, await self.store.load(episode_id))
+        return self._record(await self._scored(episode))
 
     async def abort(self, episode_id: str) -> None:
         """Mark an active episode aborted; a finished one is left as it is."""
         while True:
             item = await self.store.load(episode_id)
-            episode = _decode(episode_id, item)
+            episode = await self._scored(_decode(episode_id, item))
             if is_done(episode):
                 return
             assert item is not None
@@ -323,6 +324,17 @@ class Engine:
         if may_exceed and len(canonical_json(message)) > limit:
             raise PayloadTooLarge(f"the action exceeds {limit} bytes")
         return message
+
+    async def _scored(self, episode: StoredEpisode) -> StoredEpisode:
+        """``episode`` with its score and public state: an episode stored by a version
+        that did not keep them (still in Redis during an upgrade) is scored again, in the
+        sandbox like any environment call."""
+        if "score" in episode:
+            return episode
+        env = self.catalog.env(episode["env"])
+        config = self.catalog.config(env, episode["config"])
+        rescored = await self.sandbox.rescore(env, config, episode["state"])
+        return {**episode, "score": rescored["score"], "info": rescored["info"]}
 
     def _record(self, episode: StoredEpisode) -> dict[str, Any]:
         """The episode as an ``EpisodeRecord``: what the archive keeps."""

@@ -33,15 +33,22 @@ def logged(caplog: pytest.LogCaptureFixture, name: str) -> Iterator[None]:
 
 
 @asynccontextmanager
-async def service(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    """The service started with ``settings``, and a client for it (through ASGI)."""
-    app = create_app(settings)
+async def asgi_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """``app`` started (its lifespan run), and a client that reaches it through ASGI."""
     async with (
         LifespanManager(app, shutdown_timeout=30) as manager,
         httpx.AsyncClient(
             transport=httpx.ASGITransport(app=manager.app), base_url="http://wander.test"
         ) as client,
     ):
+        yield client
+
+
+@asynccontextmanager
+async def service(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """The service started with ``settings``, and a client for it (through ASGI)."""
+    app = create_app(settings)
+    async with asgi_client(app) as client:
         yield app, client
 
 

@@ -4,17 +4,15 @@ FastAPI generates describes their bodies."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 from fastapi import APIRouter, Depends, FastAPI, Header
 from fastapi.openapi.utils import get_openapi
 
-from tests.helpers import error_of
+from tests.helpers import asgi_client, error_of
 from wander.service.api import episodes
 from wander.service.api.errors import install_error_handlers
 from wander.service.app import create_app
@@ -65,23 +63,12 @@ def _include_level(settings: Settings) -> FastAPI:
     )
 
 
-@asynccontextmanager
-async def _client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    async with (
-        LifespanManager(app) as manager,
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=manager.app), base_url="http://wander.test"
-        ) as client,
-    ):
-        yield client
-
-
 @pytest.mark.parametrize("store_kind", ["memory"])  # the HTTP layer is the same on both
 @pytest.mark.parametrize("build", [_app_level, _router_level, _include_level])
 async def test_a_dependency_guards_create_step_and_batch(
     settings: Settings, build: Callable[[Settings], FastAPI]
 ) -> None:
-    async with _client(build(settings)) as api:
+    async with asgi_client(build(settings)) as api:
         keyed = {"x-test-key": KEY}
         created = await api.post("/v1/episodes", json={"env": "tictactoe"}, headers=keyed)
         assert created.status_code == 201, created.text

@@ -10,10 +10,9 @@ from typing import Any
 
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 
 from tests.agents import answer
-from wander.service.app import create_app
+from tests.helpers import service
 from wander.service.archive.migrations import upgrade
 from wander.service.envs.seeding import stable_hash
 from wander.service.envs.tictactoe.game import legal_moves
@@ -54,13 +53,7 @@ async def reference_game(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The game played on one process with the in-process store."""
     upgrade(database_url)
-    app = create_app(Settings(redis_url=None, database_url=database_url))
-    async with (
-        LifespanManager(app) as manager,
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=manager.app), base_url="http://t"
-        ) as api,
-    ):
+    async with service(Settings(redis_url=None, database_url=database_url)) as (_, api):
         body = {"env": "tictactoe", "config": CONFIG, "example": example}
         episode = (await api.post("/v1/episodes", json=body)).json()["episodes"][0]
         results, board, done = [], episode["info"]["board"], False

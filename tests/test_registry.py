@@ -8,10 +8,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 from typer.testing import CliRunner
 
-from wander.service.app import create_app
+from tests.helpers import service
 from wander.service.settings import Settings
 from wander.testing import ServiceProcess
 
@@ -27,13 +26,7 @@ async def without_reasoning_gym(
 
     monkeypatch.setitem(sys.modules, "reasoning_gym.factory", None)  # import fails
     upgrade(sqlite_url)
-    app = create_app(Settings(redis_url=None, database_url=sqlite_url))
-    async with (
-        LifespanManager(app) as manager,
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=manager.app), base_url="http://wander.test"
-        ) as api,
-    ):
+    async with service(Settings(redis_url=None, database_url=sqlite_url)) as (_, api):
         yield api
 
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from wander.service.envs.sdk import EnvConfig, Environment, Message, State
-from wander.service.sandbox.calls import Advanced, Started, advance, start
+from wander.service.sandbox.calls import Advanced, Rescored, Started, advance, rescore, start
 from wander.service.sandbox.pool import EnvironmentRaised, WorkerPool
 from wander.service.settings import Settings
 
-__all__ = ["Advanced", "EnvironmentRaised", "Sandbox", "Started"]
+__all__ = ["Advanced", "EnvironmentRaised", "Rescored", "Sandbox", "Started"]
 
 
 class Sandbox:
@@ -52,6 +52,16 @@ class Sandbox:
              "state": state, "action": action, "seed": seed}
         )  # fmt: skip
         return advanced
+
+    async def rescore(self, env: Environment[Any], config: EnvConfig, state: State) -> Rescored:
+        """Score ``state`` again (an episode stored before scores were)."""
+        if env.isolation == "inline":
+            return rescore(env, config, state)
+        rescored: Rescored = await self.pool.call(
+            {"op": "rescore", "env": env.name, "config": config.model_dump(mode="json"),
+             "state": state}
+        )  # fmt: skip
+        return rescored
 
     async def aclose(self) -> None:
         """Stop the workers (the service is stopping)."""

@@ -36,6 +36,13 @@ class Advanced(TypedDict):
     info: dict[str, Any]
 
 
+class Rescored(TypedDict):
+    """The score and public state of a stored state (an episode stored without them)."""
+
+    score: StoredScore
+    info: dict[str, Any]
+
+
 def start(env: Environment[Any], config: EnvConfig, split: str, index: int, seed: int) -> Started:
     """Reset example ``index`` of ``split`` and score the opening state."""
     example = env.examples(config, split)[index]
@@ -61,6 +68,11 @@ def advance(
         "score": score(env, config, state),
         "info": env.public_state(state),
     }
+
+
+def rescore(env: Environment[Any], config: EnvConfig, state: State) -> Rescored:
+    """Score ``state`` again, for an episode stored before its score was."""
+    return {"score": score(env, config, state), "info": env.public_state(state)}
 
 
 def score(env: Environment[Any], config: EnvConfig, state: State) -> StoredScore:

@@ -43,6 +43,8 @@ class Worker:
         if request["op"] == "start":
             started = calls.start(env, config, request["split"], request["index"], request["seed"])
             return dict(started)
+        if request["op"] == "rescore":
+            return dict(calls.rescore(env, config, request["state"]))
         advanced = calls.advance(env, config, request["state"], request["action"], request["seed"])
         return dict(advanced)
 
