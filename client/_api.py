@@ -20,6 +20,9 @@ from wander.client.models import (
     BatchStepResponse,
     CreateEpisodesRequest,
     CreateEpisodesResponse,
+    DeadLettersChanged,
+    DeadLetterSelection,
+    DeadLettersPage,
     EnvInfo,
     EnvironmentsResponse,
     Episode,
@@ -149,6 +152,23 @@ def delete(episode_id: str) -> Call[None]:
 def runs() -> Call[list[RunInfo]]:
     adapter = TypeAdapter(RunsResponse)
     return Call("GET", "/v1/runs", lambda r: adapter.validate_json(r.content).runs)
+
+
+def dead_letters(limit: int, after: str | None) -> Call[DeadLettersPage]:
+    params: dict[str, Any] = {"limit": limit} | ({} if after is None else {"after": after})
+    path = "/v1/admin/dead-letters"
+    return Call("GET", path, _model(TypeAdapter(DeadLettersPage)), params=params)
+
+
+def change_dead_letters(action: str, selection: DeadLetterSelection) -> Call[DeadLettersChanged]:
+    """``retry`` or ``drop``; not retried blindly: a repeat would find the letters gone."""
+    return Call(
+        "POST",
+        f"/v1/admin/dead-letters/{action}",
+        _model(TypeAdapter(DeadLettersChanged)),
+        json=selection.model_dump(mode="json", exclude_none=True, exclude_defaults=True),
+        idempotent=False,
+    )
 
 
 def run(name: str) -> Call[RunSummary]:

@@ -21,8 +21,10 @@ from pydantic import (
     Field,
     SerializationInfo,
     SerializerFunctionWrapHandler,
+    StringConstraints,
     Tag,
     model_serializer,
+    model_validator,
 )
 
 SEED_LIMIT = 2**63
@@ -485,3 +487,48 @@ class ArchivedEpisodesPage(BaseModel):
     limit: int
     offset: int
     episodes: list[EpisodeRecord]
+
+
+# Admin: the archive's dead letters (``/v1/admin/dead-letters``).
+
+MAX_DEAD_LETTER_IDS = 1000
+"""Dead letters named in one request; ``all`` has no limit."""
+
+DeadLetterId = Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z-]{1,64}$")]
+"""A dead letter's id as the store hands it out (Redis: ``1732377600000-0``)."""
+
+
+class DeadLetterInfo(BaseModel):
+    """One dead letter: which episode, why the database refused it, and when."""
+
+    id: str = Field(description="The dead letter's id, for retry and drop.")
+    episode_id: str | None = Field(description="Null if the record is not even readable.")
+    env: str | None
+    run: str | None
+    error: str
+    failed_at: datetime
+
+
+class DeadLettersPage(BaseModel):
+    total: int = Field(description="Dead letters held now, on every page.")
+    dead_letters: list[DeadLetterInfo] = Field(description="Oldest first.")
+
+
+class DeadLetterSelection(BaseModel):
+    """Which dead letters to act on: ``{"ids": [...]}`` or ``{"all": true}``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    ids: list[DeadLetterId] | None = Field(None, min_length=1, max_length=MAX_DEAD_LETTER_IDS)
+    all: bool = Field(False, description="Every dead letter held when the request arrives.")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> DeadLetterSelection:
+        if (self.ids is None) != self.all:
+            raise ValueError("give either `ids` or `all: true`, not both or neither")
+        return self
+
+
+class DeadLettersChanged(BaseModel):
+    ids: list[str] = Field(description="The dead letters acted on.")
+    missing: list[str] = Field(description="Ids asked for that the store does not hold.")

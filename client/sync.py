@@ -17,6 +17,9 @@ from wander.client.models import (
     ArchivedEpisodesPage,
     BatchStepItem,
     CreateEpisodesRequest,
+    DeadLettersChanged,
+    DeadLetterSelection,
+    DeadLettersPage,
     EnvInfo,
     EpisodeRecord,
     RunInfo,
@@ -121,6 +124,24 @@ class WanderClient:
 
     def runs(self) -> list[RunInfo]:
         return self._send(_api.runs())
+
+    def dead_letters(self, *, limit: int = 100, after: str | None = None) -> DeadLettersPage:
+        """Archive records the database refused, oldest first (admin)."""
+        return self._send(_api.dead_letters(limit, after))
+
+    def retry_dead_letters(
+        self, ids: Sequence[str] | None = None, *, all: bool = False
+    ) -> DeadLettersChanged:
+        """Move dead letters (these ``ids``, or ``all``) back to the archive backlog (admin)."""
+        selection = DeadLetterSelection(ids=None if ids is None else list(ids), all=all)
+        return self._send(_api.change_dead_letters("retry", selection))
+
+    def drop_dead_letters(
+        self, ids: Sequence[str] | None = None, *, all: bool = False
+    ) -> DeadLettersChanged:
+        """Delete dead letters for good (admin): those episodes are never archived."""
+        selection = DeadLetterSelection(ids=None if ids is None else list(ids), all=all)
+        return self._send(_api.change_dead_letters("drop", selection))
 
     def run(self, name: str) -> RunSummary:
         return self._send(_api.run(name))

@@ -14,8 +14,15 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from wander.client.models import (
+    MAX_DEAD_LETTER_IDS,
+    DeadLetterId,
+    DeadLetterInfo,
+    DeadLettersChanged,
+    DeadLetterSelection,
+    DeadLettersPage,
+)
 from wander.service.api.deps import EngineDep
 from wander.service.api.errors import ERROR_RESPONSES
 from wander.service.archiver import record_label
@@ -23,54 +30,14 @@ from wander.service.store import DeadLetter, EpisodeStore
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=ERROR_RESPONSES)
 
-MAX_IDS = 1000
-"""Dead letters named in one request; ``all`` has no limit."""
-
-LetterId = Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z-]{1,64}$")]
-"""A dead letter's id as the store hands it out (Redis: ``1732377600000-0``)."""
-
-
-class DeadLetterInfo(BaseModel):
-    """One dead letter: which episode, why the database refused it, and when."""
-
-    id: str = Field(description="The dead letter's id, for retry and drop.")
-    episode_id: str | None = Field(description="Null if the record is not even readable.")
-    env: str | None
-    run: str | None
-    error: str
-    failed_at: datetime
-
-
-class DeadLettersPage(BaseModel):
-    total: int = Field(description="Dead letters held now, on every page.")
-    dead_letters: list[DeadLetterInfo] = Field(description="Oldest first.")
-
-
-class DeadLetterSelection(BaseModel):
-    """Which dead letters to act on: ``{"ids": [...]}`` or ``{"all": true}``."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    ids: list[LetterId] | None = Field(None, min_length=1, max_length=MAX_IDS)
-    all: bool = Field(False, description="Every dead letter held when the request arrives.")
-
-    @model_validator(mode="after")
-    def _one_of(self) -> DeadLetterSelection:
-        if (self.ids is None) != self.all:
-            raise ValueError("give either `ids` or `all: true`, not both or neither")
-        return self
-
-
-class DeadLettersChanged(BaseModel):
-    ids: list[str] = Field(description="The dead letters acted on.")
-    missing: list[str] = Field(description="Ids asked for that the store does not hold.")
-
 
 @router.get("/dead-letters")
 async def list_dead_letters(
     engine: EngineDep,
-    limit: Annotated[int, Query(ge=1, le=MAX_IDS)] = 100,
-    after: Annotated[LetterId | None, Query(description="Those after this id (paging).")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_DEAD_LETTER_IDS)] = 100,
+    after: Annotated[
+        DeadLetterId | None, Query(description="Those after this id (paging).")
+    ] = None,
 ) -> DeadLettersPage:
     """Archive records the database refused, oldest first, with its error."""
     store = engine.store

@@ -7,8 +7,7 @@ and when keys come, the service checks the admin role in one place.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -41,9 +40,11 @@ def list_dead_letters(
     from rich.markup import escape
     from rich.table import Table
 
-    params: dict[str, Any] = {"limit": limit} | ({"after": after} if after else {})
-    page = _call("GET", "/v1/admin/dead-letters", url, api_key, params=params)
-    letters = page["dead_letters"]
+    from wander.client import WanderClient
+
+    with WanderClient(url, api_key) as wander:
+        page = wander.dead_letters(limit=limit, after=after)
+    letters = page.dead_letters
     console = Console()
     if not letters:
         console.print("No dead letters." if after is None else f"No dead letters after {after}.")
@@ -52,12 +53,12 @@ def list_dead_letters(
     for column in table.columns[:4]:
         column.no_wrap = True
     for letter in letters:
-        failed_at = datetime.fromisoformat(letter["failed_at"]).strftime("%Y-%m-%d %H:%M:%S")
-        cells = [letter["id"], letter["episode_id"], letter["run"], failed_at]
-        table.add_row(*(escape(_printable(cell)) for cell in [*cells, letter["error"]]))
+        failed_at = letter.failed_at.strftime("%Y-%m-%d %H:%M:%S")
+        cells = [letter.id, letter.episode_id, letter.run, failed_at, letter.error]
+        table.add_row(*(escape(_printable(cell)) for cell in cells))
     console.print(table)
-    more = f"; the next with --after {letters[-1]['id']}" if len(letters) < page["total"] else ""
-    console.print(f"{len(letters)} of {page['total']} dead letters{more}")
+    more = f"; the next with --after {letters[-1].id}" if len(letters) < page.total else ""
+    console.print(f"{len(letters)} of {page.total} dead letters{more}")
 
 
 @dead_letters.command("retry")
@@ -72,9 +73,13 @@ def retry_dead_letters(
 
     Do it once what the database refused them for is fixed: one that fails again comes
     back as a dead letter, with a new id."""
-    result = _call("POST", "/v1/admin/dead-letters/retry", url, api_key, json=_selection(ids, all_))
-    typer.echo(f"Moved {_count(result['ids'])} back to the archive backlog.")
-    _report_missing(result["missing"])
+    from wander.client import WanderClient
+
+    _check_selection(ids, all_)
+    with WanderClient(url, api_key) as wander:
+        result = wander.retry_dead_letters(ids, all=all_)
+    typer.echo(f"Moved {_count(result.ids)} back to the archive backlog.")
+    _report_missing(result.missing)
 
 
 @dead_letters.command("drop")
@@ -87,19 +92,21 @@ def drop_dead_letters(
     api_key: ApiKeyOption = None,
 ) -> None:
     """Delete dead letters for good: those episodes will never be archived."""
-    selection = _selection(ids, all_)
+    from wander.client import WanderClient
+
+    _check_selection(ids, all_)
     if not yes:
         what = "every dead letter" if all_ else _count(ids or [])
         typer.confirm(f"Drop {what} for good? Those episodes will never be archived.", abort=True)
-    result = _call("POST", "/v1/admin/dead-letters/drop", url, api_key, json=selection)
-    typer.echo(f"Dropped {_count(result['ids'])}.")
-    _report_missing(result["missing"])
+    with WanderClient(url, api_key) as wander:
+        result = wander.drop_dead_letters(ids, all=all_)
+    typer.echo(f"Dropped {_count(result.ids)}.")
+    _report_missing(result.missing)
 
 
-def _selection(ids: list[str] | None, all_: bool) -> dict[str, Any]:
+def _check_selection(ids: list[str] | None, all_: bool) -> None:
     if bool(ids) == all_:
         raise typer.BadParameter("give dead-letter ids or --all (one of them)")
-    return {"all": True} if all_ else {"ids": ids}
 
 
 def _count(ids: list[str]) -> str:
@@ -117,26 +124,3 @@ def _printable(text: str | None) -> str:
     if text is None:
         return "-"
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
-
-
-def _call(method: str, path: str, url: str | None, api_key: str | None, **request: Any) -> Any:
-    """One request to the service; its errors are the client's, which the commands'
-    ``talks_to_service`` reports in one line."""
-    import httpx
-
-    from wander.client.config import client_options
-    from wander.client.errors import error_from_response
-    from wander.client.transport import unreachable
-
-    with httpx.Client(**client_options(url, api_key, None)) as http:
-        try:
-            response = http.request(method, path, **request)
-        except httpx.TransportError as exc:
-            raise unreachable(http.base_url, f"{method} {path}", exc) from exc
-    if response.is_error:
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        raise error_from_response(response.status_code, body, response.text)
-    return response.json()
