@@ -31,10 +31,11 @@ UNREADABLE = b'{"id": "ep_odd", "env": "tictactoe", "run": "r\\u0000"}'
 
 
 async def dead_letter_ids(api: httpx.AsyncClient, count: int) -> list[str]:
-    """The ids listed once the archiver has set ``count`` records aside."""
+    """The ids listed once the archiver has set ``count`` records aside. (A page's list and
+    its total are read one after the other while the archiver runs: wait for both.)"""
     for _ in range(100):
         page = (await api.get("/v1/admin/dead-letters")).json()
-        if page["total"] == count:
+        if page["total"] == count == len(page["dead_letters"]):
             return [letter["id"] for letter in page["dead_letters"]]
         await asyncio.sleep(0.05)
     raise AssertionError(f"never {count} dead letters: {page}")
