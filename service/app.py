@@ -14,6 +14,7 @@ from wander.service import logs
 from wander.service.api import admin, environments, episodes, health, runs
 from wander.service.api.docs import install_docs
 from wander.service.api.errors import install_error_handlers
+from wander.service.api.limits import BodyLimitMiddleware
 from wander.service.api.observability import ObservabilityMiddleware
 from wander.service.archive import Archive
 from wander.service.archiver import Archiver
@@ -73,6 +74,7 @@ def create_app(
         redoc_url=None,
     )
     install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(ObservabilityMiddleware)  # the outer one: it sees every request
     app.include_router(episodes.router)  # first: routes are matched in order
     app.include_router(environments.router)

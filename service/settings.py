@@ -21,6 +21,9 @@ class Settings(BaseSettings):
     episode_ttl_seconds: int = Field(
         3600, ge=1, description="An episode untouched this long is forgotten."
     )
+    max_body_bytes: int = Field(
+        16 * 2**20, ge=1, description="Largest request body, refused unread (413 above)."
+    )
     max_action_bytes: int = Field(65_536, ge=1, description="Largest action (413 above).")
     max_group_size: int = Field(256, ge=1, description="Largest `n` of one create request.")
     max_batch_steps: int = Field(1024, ge=1, description="Most steps in one batch request.")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import secrets
 import time
 
@@ -17,6 +18,9 @@ from wander.service import metrics
 from wander.service.logs import request_id
 
 log = logging.getLogger("wander.service.requests")
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+"""A client's ``X-Request-ID`` as it may reach the logs and the response; any other
+(control characters, quotes, a forged log line) is replaced by one of ours."""
 WORKER = str(os.getpid()).encode()
 
 
@@ -29,7 +33,7 @@ class ObservabilityMiddleware:
             await self.app(scope, receive, send)
             return
         incoming = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
-        rid = incoming[:64] or secrets.token_hex(8)
+        rid = incoming if REQUEST_ID.fullmatch(incoming) else secrets.token_hex(8)
         token = request_id.set(rid)
         started = time.perf_counter()
         status = 500

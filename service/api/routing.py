@@ -87,13 +87,21 @@ class JSONBodyRoute(APIRoute):
 
 async def _parse(request: Request, adapter: TypeAdapter[Any]) -> Any:
     """The JSON body, validated from its bytes, with the errors FastAPI's parsing gives."""
-    if "json" not in request.headers.get("content-type", ""):
+    if not is_json(request.headers.get("content-type", "")):
         raise WanderError(NOT_JSON)  # bad_request
     try:
         return adapter.validate_json(await request.body())
     except ValidationError as exc:
         errors = [{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]
         raise RequestValidationError(errors) from None
+
+
+def is_json(content_type: str) -> bool:
+    """``application/json`` or ``application/<something>+json``, any case, parameters
+    (``; charset=utf-8``) allowed: a media type, not any header that contains "json"."""
+    media = content_type.partition(";")[0].strip().lower()
+    kind, _, subtype = media.partition("/")
+    return kind == "application" and (subtype == "json" or subtype.endswith("+json"))
 
 
 def _as_included(route: APIRoute) -> Any | None:
