@@ -14,6 +14,7 @@ from fastapi import FastAPI
 
 from tests.agents import Agent
 from wander.service.app import create_app
+from wander.service.archive import Archive, EpisodeFilter
 from wander.service.settings import Settings
 
 
@@ -91,3 +92,13 @@ def error_of(response: httpx.Response) -> dict[str, Any]:
     assert isinstance(body["error"]["message"], str) and body["error"]["message"]
     error: dict[str, Any] = body["error"]
     return error
+
+
+def archived_ids(database_url: str, run: str) -> list[str]:
+    """The ids of ``run``'s archived episodes, oldest first (up to 1,000), read anew."""
+    archive = Archive(database_url)
+    try:
+        page = archive.episodes(run, EpisodeFilter(), limit=1000, offset=0)
+    finally:
+        archive.dispose()
+    return [episode.id for episode in page.episodes]

@@ -11,11 +11,10 @@ import pytest
 import sqlalchemy
 
 from tests.agents import random_agent
-from tests.helpers import create, error_of, play_game, service
+from tests.helpers import archived_ids, create, error_of, play_game, service
 from tests.poison import NUL_RUN, queue
 from tests.proxy import OutageProxy
 from tests.records import tictactoe_record
-from wander.service.archive import Archive, EpisodeFilter
 from wander.service.archive.migrations import upgrade
 from wander.service.settings import Settings
 
@@ -41,15 +40,6 @@ async def play(api: httpx.AsyncClient, run: str, games: int = GAMES) -> set[str]
         await play_game(api, episode, random_agent(example))
         ids.add(episode["id"])
     return ids
-
-
-def archived_ids(url: str, run: str) -> list[str]:
-    archive = Archive(url)
-    try:
-        page = archive.episodes(run, EpisodeFilter(), limit=1000, offset=0)
-    finally:
-        archive.dispose()
-    return [episode.id for episode in page.episodes]
 
 
 async def eventually_archived(url: str, run: str, expected: set[str]) -> list[str]:

@@ -16,7 +16,7 @@ import sqlalchemy
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import error_of, logged, service
+from tests.helpers import archived_ids, error_of, logged, service
 from tests.poison import NUL_RUN, REFUSE_CURSED, execute, queue
 from tests.records import tictactoe_record, with_outcome
 from wander.service.archive import Archive, EpisodeFilter
@@ -196,15 +196,7 @@ async def test_a_database_that_takes_no_writes_stalls_the_archive_visibly(
         assert (await api.get("/readyz")).status_code == 200
         [letter] = await archiver.store.dead_letters(10)
         assert letter.data == records[1].model_dump_json().encode()
-    assert archived_ids(postgresql_url) == ["ep_0000", "ep_0002"]
-
-
-def archived_ids(url: str, run: str = "run-a") -> list[str]:
-    archive = Archive(url)
-    try:
-        return archived(archive, run)
-    finally:
-        archive.dispose()
+    assert archived_ids(postgresql_url, "run-a") == ["ep_0000", "ep_0002"]
 
 
 async def test_the_in_process_store_says_which_dead_letters_die_with_it(

@@ -14,11 +14,10 @@ import pytest
 import redis
 from typer.testing import CliRunner
 
-from tests.helpers import error_of, service
+from tests.helpers import archived_ids, error_of, service
 from tests.poison import NUL_RUN, REFUSE_CURSED, execute, queue
 from tests.records import tictactoe_record
 from wander.cli import app as cli
-from wander.service.archive import Archive, EpisodeFilter
 from wander.service.archive.migrations import upgrade
 from wander.service.settings import Settings
 from wander.service.store import EpisodeStore
@@ -143,15 +142,6 @@ def wait_for(condition: Any, what: str) -> None:
 def listed(url: str) -> list[dict[str, Any]]:
     letters: list[dict[str, Any]] = httpx.get(f"{url}/v1/admin/dead-letters").json()["dead_letters"]
     return letters
-
-
-def archived_ids(database_url: str, run: str) -> list[str]:
-    archive = Archive(database_url)
-    try:
-        page = archive.episodes(run, EpisodeFilter(), limit=100, offset=0)
-    finally:
-        archive.dispose()
-    return [episode.id for episode in page.episodes]
 
 
 def test_the_cli_lists_retries_and_drops_dead_letters(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from wander.service.envs.sdk import EnvConfig, Environment, Message, State
-from wander.service.sandbox.calls import Advanced, Rescored, Started, advance, rescore, start
+from wander.service.sandbox.calls import CALLS, Advanced, Rescored, Started
 from wander.service.sandbox.pool import EnvironmentRaised, WorkerPool
 from wander.service.settings import Settings
 
@@ -33,35 +33,33 @@ class Sandbox:
         self, env: Environment[Any], config: EnvConfig, split: str, index: int, seed: int
     ) -> Started:
         """Reset example ``index`` of ``split`` with ``seed``, and score it."""
-        if env.isolation == "inline":
-            return start(env, config, split, index, seed)
-        started: Started = await self.pool.call(
-            {"op": "start", "env": env.name, "config": config.model_dump(mode="json"),
-             "split": split, "index": index, "seed": seed}
-        )  # fmt: skip
+        started: Started = await self._call(
+            "start", env, config, split=split, index=index, seed=seed
+        )
         return started
 
     async def advance(
         self, env: Environment[Any], config: EnvConfig, state: State, action: Message, seed: int
     ) -> Advanced:
         """Apply ``action`` to ``state``, and score the result."""
-        if env.isolation == "inline":
-            return advance(env, config, state, action, seed)
-        advanced: Advanced = await self.pool.call(
-            {"op": "advance", "env": env.name, "config": config.model_dump(mode="json"),
-             "state": state, "action": action, "seed": seed}
-        )  # fmt: skip
+        advanced: Advanced = await self._call(
+            "advance", env, config, state=state, action=action, seed=seed
+        )
         return advanced
 
     async def rescore(self, env: Environment[Any], config: EnvConfig, state: State) -> Rescored:
         """Score ``state`` again (an episode stored before scores were)."""
-        if env.isolation == "inline":
-            return rescore(env, config, state)
-        rescored: Rescored = await self.pool.call(
-            {"op": "rescore", "env": env.name, "config": config.model_dump(mode="json"),
-             "state": state}
-        )  # fmt: skip
+        rescored: Rescored = await self._call("rescore", env, config, state=state)
         return rescored
+
+    async def _call(
+        self, op: str, env: Environment[Any], config: EnvConfig, **arguments: Any
+    ) -> Any:
+        """``calls.CALLS[op]``, where ``env`` declared it runs: here, or in a worker."""
+        if env.isolation == "inline":
+            return CALLS[op](env, config, **arguments)
+        request = {"op": op, "env": env.name, "config": config.model_dump(mode="json")}
+        return await self.pool.call({**request, **arguments})
 
     async def aclose(self) -> None:
         """Stop the workers (the service is stopping)."""

@@ -9,6 +9,7 @@ environment ran; the worker (``worker.py``) runs exactly these functions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypedDict
 
 from wander.service.envs.sdk import EnvConfig, Environment, Message, State
@@ -83,3 +84,8 @@ def score(env: Environment[Any], config: EnvConfig, state: State) -> StoredScore
         "metrics": dict(verdict.metrics),
         "outcome": verdict.outcome,
     }
+
+
+CALLS: dict[str, Callable[..., Any]] = {"start": start, "advance": advance, "rescore": rescore}
+"""The calls by name, as a request to a worker names them (``{"op": "advance", ...}``, the
+other keys the call's arguments after ``env`` and ``config``)."""

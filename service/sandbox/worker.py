@@ -38,15 +38,9 @@ class Worker:
         self.configs: dict[tuple[str, bytes], EnvConfig] = {}
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
-        env = self.registry[request["env"]]
-        config = self.config(env, request["config"])
-        if request["op"] == "start":
-            started = calls.start(env, config, request["split"], request["index"], request["seed"])
-            return dict(started)
-        if request["op"] == "rescore":
-            return dict(calls.rescore(env, config, request["state"]))
-        advanced = calls.advance(env, config, request["state"], request["action"], request["seed"])
-        return dict(advanced)
+        op, name, config, arguments = _unpack(request)
+        env = self.registry[name]
+        return dict(calls.CALLS[op](env, self.config(env, config), **arguments))
 
     def config(self, env: Environment[Any], config: dict[str, Any]) -> EnvConfig:
         key = (env.name, orjson.dumps(config, option=orjson.OPT_SORT_KEYS))
@@ -54,6 +48,12 @@ class Worker:
         if parsed is None:
             parsed = self.configs[key] = env.Config.model_validate(config)
         return parsed
+
+
+def _unpack(request: dict[str, Any]) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
+    """A request's call, environment, config, and the call's other arguments."""
+    arguments = dict(request)
+    return arguments.pop("op"), arguments.pop("env"), arguments.pop("config"), arguments
 
 
 def serve(worker: Worker, source: int, sink: int, retire_after: float) -> None:
