@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -91,3 +94,53 @@ async def test_a_client_request_id_is_kept_only_when_plain(
 
 async def test_creating_still_works(api: httpx.AsyncClient) -> None:
     assert len(await create(api, example=0)) == 1
+
+
+def resident_bytes(pid: int) -> int:
+    """The process's resident memory (VmRSS)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status)[1]) * 1024  # type: ignore[index]
+
+
+def test_a_streamed_300_mb_body_is_cut_off_and_memory_stays_flat(live: ServiceProcess) -> None:
+    """No Content-Length to refuse it on: the body is read only up to the limit (16 MiB),
+    so the service's memory does not follow the 300 MB a client pushes."""
+    assert live.process is not None
+    before = resident_bytes(live.process.pid)
+    megabyte = b"x" * 2**20
+
+    def body() -> Iterator[bytes]:
+        yield b'{"steps": [], "pad": "'
+        for _ in range(300):
+            yield megabyte
+
+    with contextlib.suppress(httpx.TransportError):  # it may close before we are done
+        response = httpx.post(
+            f"{live.url}/v1/step", content=body(), timeout=60,
+            headers={"content-type": "application/json"},
+        )  # fmt: skip
+        assert response.status_code == 413, response.text
+    grown = resident_bytes(live.process.pid) - before
+    assert grown < 64 * 2**20, f"the service grew by {grown / 2**20:.0f} MiB"
+    assert httpx.get(f"{live.url}/healthz").status_code == 200
+
+
+def test_a_client_that_leaves_mid_body_is_one_log_line_not_a_500(live: ServiceProcess) -> None:
+    with socket.create_connection(("127.0.0.1", live.port), timeout=5) as connection:
+        connection.sendall(
+            b"POST /v1/episodes HTTP/1.1\r\nHost: wander\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 1000\r\n\r\n{"env": '
+        )
+        time.sleep(0.2)  # the service is now waiting for the rest
+    metrics = ""
+    for _ in range(50):  # the service notices the closed connection a moment later
+        metrics = httpx.get(f"{live.url}/metrics").text
+        if 'route="/v1/episodes",status="499"' in metrics:
+            break
+        time.sleep(0.1)
+    assert 'route="/v1/episodes",status="499"' in metrics
+    assert 'route="/v1/episodes",status="500"' not in metrics
+    logs = live.logs()
+    assert [line for line in logs.splitlines() if "client left mid-body" in line]
+    assert "Traceback" not in logs
+    assert "internal_error" not in logs

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import IO, NamedTuple
 
 import httpx
 
@@ -84,34 +84,41 @@ class ServiceProcess:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
 
     def start(self, timeout: float = 20.0) -> ServiceProcess:
         """Start it and wait until ``health`` answers 200; stops it again and raises,
         with what it wrote to stderr, if it exits or stays silent."""
         # A file, not a pipe: nobody reads stderr while the service runs, and a full
-        # pipe would block a service that logs every request. The child keeps its copy.
-        with tempfile.TemporaryFile() as stderr:
-            self.process = subprocess.Popen(
-                [self.python, "-m", "wander", *self.command, "--port", str(self.port)],
-                env=self.env,
-                cwd=self.cwd,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                start_new_session=True,
-            )
-            deadline = time.monotonic() + timeout
-            while not self._answers():
-                status = self.process.poll()
-                if status is not None or time.monotonic() > deadline:
-                    self.kill()
-                    stderr.seek(0)
-                    what = "did not answer" if status is None else f"exited with {status}"
-                    raise RuntimeError(
-                        f"wander {self.command[0]} on port {self.port} {what}: "
-                        + stderr.read().decode(errors="replace")
-                    )
-                time.sleep(0.1)
+        # pipe would block a service that logs every request. Kept until it stops: logs().
+        self._stderr = stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by _end)
+        self.process = subprocess.Popen(
+            [self.python, "-m", "wander", *self.command, "--port", str(self.port)],
+            env=self.env,
+            cwd=self.cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while not self._answers():
+            status = self.process.poll()
+            if status is not None or time.monotonic() > deadline:
+                written = self.logs()
+                self.kill()
+                what = "did not answer" if status is None else f"exited with {status}"
+                raise RuntimeError(
+                    f"wander {self.command[0]} on port {self.port} {what}: {written}"
+                )
+            time.sleep(0.1)
         return self
+
+    def logs(self) -> str:
+        """What the service has written to stderr (its log) since it started."""
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
 
     def _answers(self) -> bool:
         try:
@@ -139,6 +146,9 @@ class ServiceProcess:
         _signal_group(group, signal.SIGKILL)  # whatever outlived the first signal
         process.wait()
         _wait_until_gone(group)
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
 
 
 def _signal_group(group: int, sig: signal.Signals) -> None:

@@ -14,6 +14,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
+from starlette.responses import Response
 
 from wander.client.models import ErrorResponse
 from wander.service import metrics
@@ -40,6 +42,9 @@ STATUS_BY_CODE = {
     "archive_stalled": 503,
 }
 RETRY_AFTER_SECONDS = 1
+CLIENT_CLOSED_REQUEST = 499
+"""nginx's status for a request whose client left before the answer: never sent (no one
+is there to read it), but what the request log and ``wander_requests_total`` record."""
 NOT_JSON = "send the body as JSON, with Content-Type: application/json"
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -89,6 +94,13 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)
 
 
+async def _client_disconnect(request: Request, exc: Exception) -> Response:
+    """A client that left mid-body (it gave up, or its connection broke) is not the
+    service's error: one line in the log, no traceback, and no 500 in the metrics."""
+    log.warning("client left mid-body: %s %s", request.method, request.url.path)
+    return Response(status_code=CLIENT_CLOSED_REQUEST)
+
+
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return error_response(500, "internal_error", "internal server error")
@@ -98,4 +110,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(WanderError, _wander_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(ClientDisconnect, _client_disconnect)
     app.add_exception_handler(Exception, _unexpected_error)
