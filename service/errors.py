@@ -91,3 +91,11 @@ class EnvFailed(EnvCallFailed):
     input too, and retrying the same step would fail the same way."""
 
     code = "env_failed"
+
+
+class EnvBusy(EnvCallFailed):
+    """Every environment worker stayed busy for ``WANDER_ENV_WAIT_SECONDS``: the call was
+    never started. 503 with ``Retry-After``, unlike the other two: it says nothing about
+    the action, and the same step may well succeed a moment later (clients retry it)."""
+
+    code = "env_busy"

@@ -41,6 +41,13 @@ class Settings(BaseSettings):
         description="Address space of an environment worker (RLIMIT_AS); a call that needs "
         "more fails with `env_failed`.",
     )
+    env_wait_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="How long an isolated environment call may wait for a free worker; "
+        "past it the step fails with `env_busy` (503, retried by clients).",
+    )
     env_workers: int = Field(
         2, ge=1, le=64, description="Worker processes that run isolated environment calls."
     )

@@ -14,6 +14,7 @@ import asyncio
 import os
 import signal
 import statistics
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -172,6 +173,13 @@ async def test_workers_are_unprivileged(client: httpx.AsyncClient, service: Serv
         assert set(uids) == {"65534"}  # nobody: real, effective, saved and filesystem
         assert _limit(limits, "Max processes") == "0"
         assert os.readlink(proc / "ns/net") != os.readlink("/proc/self/ns/net")
+        seen = proc / "root"  # the worker's file system, as the worker sees it
+        archive = service.env["WANDER_DATABASE_URL"].removeprefix("sqlite:///")
+        assert Path(archive).is_file() and not (seen / archive.lstrip("/")).exists()
+        assert not {"etc", "home", "proc", "var", "opt"} & set(os.listdir(seen))
+        if sys.base_prefix.startswith("/root/"):  # an interpreter in root's home: only it
+            assert os.listdir(seen / "root") == [sys.base_prefix.split("/")[2]]
+        assert (seen / "usr/lib").is_dir() and (seen / "dev/null").exists()
 
 
 def _limit(limits: str, name: str) -> str:
@@ -192,3 +200,35 @@ async def test_stopping_the_service_stops_its_workers(tmp_path: Path) -> None:
             assert workers
     assert not set(workers_of(os.getpid())) & set(workers)
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+
+
+async def test_a_call_that_finds_every_worker_busy_too_long_is_refused_503(
+    tmp_path: Path,
+) -> None:
+    """One worker, held by an answer that computes until its deadline: another call
+    waits at most WANDER_ENV_WAIT_SECONDS, then gets 503 env_busy (retried by clients)."""
+    database = f"sqlite:///{tmp_path}/archive.db"
+    upgrade(database)
+    settings = Settings(
+        redis_url=None, database_url=database, env_workers=1, env_call_seconds=DEADLINE,
+        env_wait_seconds=0.3,
+    )  # fmt: skip
+    async with LifespanManager(create_app(settings)) as manager:
+        transport = httpx.ASGITransport(app=manager.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://wander.test") as api:
+            created = await api.post("/v1/episodes", json={"env": "rg/spiral_matrix", "n": 2})
+            first, second = (episode["id"] for episode in created.json()["episodes"])
+
+            async def step(episode: str, text: str) -> httpx.Response:
+                action = {"action": f"<answer>{text}</answer>"}
+                return await api.post(f"/v1/episodes/{episode}/step", json=action)
+
+            endless = asyncio.create_task(step(first, "9**9**9"))
+            await asyncio.sleep(0.5)
+            refused = await step(second, "1 2 3")
+            assert (await endless).json()["error"]["code"] == "env_timeout"
+            after = await step(second, "1 2 3")
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["error"]["code"] == "env_busy"
+    assert refused.headers["retry-after"] == "1"
+    assert after.status_code == 200, after.text

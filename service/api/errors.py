@@ -39,6 +39,7 @@ STATUS_BY_CODE = {
     "rate_limited": 429,
     "store_unavailable": 503,
     "database_unavailable": 503,
+    "env_busy": 503,
     "archive_stalled": 503,
 }
 RETRY_AFTER_SECONDS = 1

@@ -26,7 +26,10 @@ class Sandbox:
 
     def __init__(self, settings: Settings) -> None:
         self.pool = WorkerPool(
-            settings.env_workers, settings.env_call_seconds, settings.env_memory_bytes
+            settings.env_workers,
+            settings.env_call_seconds,
+            settings.env_memory_bytes,
+            settings.env_wait_seconds,
         )
 
     async def start(

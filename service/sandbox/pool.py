@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from wander.service.errors import EnvFailed, EnvTimeout
+from wander.service.errors import EnvBusy, EnvFailed, EnvTimeout
 from wander.service.sandbox.confine import Limits
 from wander.service.sandbox.frames import HEADER, MAX_FRAME_BYTES, frame
 
@@ -107,10 +107,11 @@ class WorkerProcess:
 
 
 class WorkerPool:
-    """Runs calls in at most ``size`` workers, each call under ``deadline`` seconds."""
+    """Runs calls in at most ``size`` workers, each call under ``deadline`` seconds, after
+    waiting at most ``wait`` seconds for a free worker."""
 
-    def __init__(self, size: int, deadline: float, memory_bytes: int) -> None:
-        self.deadline = deadline
+    def __init__(self, size: int, deadline: float, memory_bytes: int, wait: float) -> None:
+        self.deadline, self.wait = deadline, wait
         self.limits = Limits(
             memory_bytes=memory_bytes, cpu_seconds=int(600 + 2 * deadline), parent=os.getpid()
         )
@@ -120,35 +121,49 @@ class WorkerPool:
         self._closed = False
 
     async def call(self, request: dict[str, Any]) -> Any:
-        """The worker's result for ``request``; raises ``env_timeout``, ``env_failed``, or
-        ``EnvironmentRaised`` (the environment's own exception)."""
+        """The worker's result for ``request``; raises ``env_busy`` (no worker came free
+        in time), ``env_timeout``, ``env_failed``, or ``EnvironmentRaised`` (the
+        environment's own exception)."""
         body = orjson.dumps(request)
-        async with self._slots:
-            worker = await self._acquire()
-            try:
-                reply = await asyncio.wait_for(worker.call(body), self.deadline)
-            except TimeoutError:
-                await self._discard(worker)
-                raise EnvTimeout(
-                    f"the environment {request['env']!r} took longer than {self.deadline:g} s; "
-                    "its worker was stopped"
-                ) from None
-            except (EOFError, ConnectionError) as exc:
-                await self._discard(worker)
-                raise EnvFailed(
-                    f"the environment {request['env']!r} stopped during the call "
-                    f"(exit status {worker.process.returncode}): past its memory budget, or killed"
-                ) from exc
-            except BaseException:  # cancelled mid-call: the worker's next frame is stale
-                await self._discard(worker)
-                raise
-            if reply.get("retire"):
-                await self._discard(worker)
-            else:
-                self._idle.append(worker)
+        try:
+            await asyncio.wait_for(self._slots.acquire(), self.wait)
+        except TimeoutError:
+            raise EnvBusy(
+                f"every environment worker stayed busy for {self.wait:g} s; try again"
+            ) from None
+        try:
+            reply = await self._run(body, request["env"])
+        finally:
+            self._slots.release()
         if "error" in reply:
             raise EnvironmentRaised(str(reply["error"]))
         return reply["ok"]
+
+    async def _run(self, body: bytes, env: str) -> dict[str, Any]:
+        """One call in a worker that holds a slot: its reply, or the sandbox's error."""
+        worker = await self._acquire()
+        try:
+            reply = await asyncio.wait_for(worker.call(body), self.deadline)
+        except TimeoutError:
+            await self._discard(worker)
+            raise EnvTimeout(
+                f"the environment {env!r} took longer than {self.deadline:g} s; "
+                "its worker was stopped"
+            ) from None
+        except (EOFError, ConnectionError) as exc:
+            await self._discard(worker)
+            raise EnvFailed(
+                f"the environment {env!r} stopped during the call "
+                f"(exit status {worker.process.returncode}): past its memory budget, or killed"
+            ) from exc
+        except BaseException:  # cancelled mid-call: the worker's next frame is stale
+            await self._discard(worker)
+            raise
+        if reply.get("retire"):
+            await self._discard(worker)
+        else:
+            self._idle.append(worker)
+        return reply
 
     async def _acquire(self) -> WorkerProcess:
         if self._closed:
