@@ -192,6 +192,7 @@ _ENV_INFO = {
     "reward_components": [{"name": "win", "weight": 1.0}, {"name": "format", "weight": 0.2},
                           {"name": "invalid_move", "weight": 1.0}],
     "tools": None,
+    "isolation": "inline",
 }  # fmt: skip
 
 
@@ -276,6 +277,12 @@ class EnvInfo(BaseModel):
     splits: dict[str, int] = Field(description="Split name -> number of examples.")
     reward_components: list[RewardComponent]
     tools: list[dict[str, Any]] | None = None
+    isolation: Literal["inline", "process"] = Field(
+        "process",
+        description="Where the service runs the environment's code: `inline` (pure and "
+        "bounded, on the service's event loop) or `process` (confined worker processes "
+        "under a deadline: every environment whose scorer evaluates model text).",
+    )
 
 
 class UnavailableEnvironments(BaseModel):

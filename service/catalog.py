@@ -86,6 +86,7 @@ def env_info(env: Environment[Any]) -> EnvInfo:
             RewardComponent(name=name, weight=weight) for name, weight in env.reward_weights.items()
         ],
         tools=env.tools,
+        isolation=env.isolation,
     )
 
 

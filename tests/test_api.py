@@ -26,6 +26,11 @@ async def test_environments_are_listed_with_schema_and_rewards(api: httpx.AsyncC
     assert info["default_config"]["max_turns"] == 8
     assert "num_groups" in info["config_schema"]["properties"]
     assert info["tools"] is None
+    isolation = {env["name"]: env["isolation"] for env in listing}
+    assert isolation["tictactoe"] == "inline"  # pure and linear: on the event loop
+    # Every scorer of model text runs confined: the eval-based rg scorers among them.
+    assert isolation["reverse_text"] == isolation["sql"] == isolation["rg/spiral_matrix"]
+    assert isolation["rg/spiral_matrix"] == "process"
 
 
 async def test_create_makes_a_group_sharing_example_and_seed(api: httpx.AsyncClient) -> None:
