@@ -162,9 +162,13 @@ def test_the_query_text_is_bounded() -> None:
     assert metrics["sql_errors"] == 1 and metrics["refused_calls"] == 0
 
 
-def test_values_are_bounded() -> None:
-    replies, _ = run("SELECT length(hex(printf('%.*c', 3000, 'a')))")
-    assert replies == ["Error: a value would be over 4096 bytes (string or blob too big)"]
+def test_values_and_patterns_are_bounded() -> None:
+    long_pattern = "SELECT name FROM products WHERE name LIKE '%' || printf('%.*c', 120, 'a')"
+    replies, _ = run("SELECT length(hex(printf('%.*c', 3000, 'a')))", long_pattern)
+    assert replies == [
+        "Error: a value would be over 4096 bytes (string or blob too big)",
+        "Error: LIKE or GLOB pattern too complex (at most 100 bytes)",
+    ]
 
 
 # functions
