@@ -186,7 +186,7 @@ class Engine:
             if decision.updated is None:
                 return decision.result
             assert item is not None
-            if await self.store.replace(*self._write(decision.updated, item.version)):
+            if await self.store.replace(*self._step_write(decision.updated, item.version)):
                 _count_step(decision)
                 return decision.result
             fresh = True  # another request applied a step first: look again
@@ -231,7 +231,12 @@ class Engine:
                 episode = _decode(request.episode_id, item)
                 message = self._action_message(request.action)
                 decision = await self._decide(episode, message, request.turn)
-            except EnvCallFailed as exc:
+                if decision.updated is None:
+                    results[index] = decision.result
+                    continue
+                assert item is not None
+                write = self._step_write(decision.updated, item.version)
+            except (EnvCallFailed, PayloadTooLarge) as exc:  # a verdict on the action itself
                 results[index] = _item_error(request.episode_id, exc)
                 continue
             except WanderError:
@@ -240,12 +245,7 @@ class Engine:
             except Exception as exc:
                 results[index] = _item_error(request.episode_id, exc)
                 continue
-            if decision.updated is None:
-                results[index] = decision.result
-            else:
-                assert item is not None
-                write = self._write(decision.updated, item.version)
-                planned.append(PlannedWrite(index, write, decision))
+            planned.append(PlannedWrite(index, write, decision))
         written = await self.store.replace_many([plan.write for plan in planned])
         for plan, ok in zip(planned, written, strict=True):
             if ok:
@@ -298,6 +298,25 @@ class Engine:
         episode's record is queued for the archive in the same write."""
         archive = encode(self._record(episode)) if is_done(episode) else None
         return Write(episode["id"], version, encode(episode), archive)
+
+    def _step_write(self, episode: StoredEpisode, version: int) -> Write:
+        """``_write`` for a step, refused (413) when the stored episode or its archive
+        record would pass ``max_episode_bytes``, measured on the bytes about to be written.
+
+        Redis refuses a document past 512 MB with an error the client sees as a 503 and
+        retries for ever; the archive row would be as large. The verdict is final, also
+        when decided on a remembered version: a fresher one holds more, not less.
+        """
+        write = self._write(episode, version)
+        size = max(len(write.data), len(write.archive or b""))
+        limit = self.settings.max_episode_bytes
+        if size > limit:
+            raise PayloadTooLarge(
+                f"the step would make the episode {size} bytes, over the limit of {limit} "
+                "(WANDER_MAX_EPISODE_BYTES); it was not applied and the episode is unchanged",
+                {"episode_bytes": size, "max_episode_bytes": limit},
+            )
+        return write
 
     async def _decide(self, episode: StoredEpisode, action: Message, turn: int | None) -> Decision:
         """What a step does to ``episode``, or the error that refuses it."""

@@ -28,6 +28,13 @@ class Settings(BaseSettings):
     max_group_size: int = Field(256, ge=1, description="Largest `n` of one create request.")
     max_batch_steps: int = Field(1024, ge=1, description="Most steps in one batch request.")
     max_metadata_bytes: int = Field(16_384, ge=0, description="Largest metadata (413 above).")
+    max_episode_bytes: int = Field(
+        8 * 2**20,
+        ge=65_536,
+        description="Largest stored episode (its JSON, or its archive record's): a step that "
+        "would make it larger is refused (413) and leaves it unchanged. Redis refuses "
+        "documents past 512 MB.",
+    )
     env_call_seconds: float = Field(
         5.0,
         gt=0,

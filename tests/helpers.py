@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -67,6 +68,17 @@ async def step(
     if turn is not None:
         body["turn"] = turn
     return await api.post(f"/v1/episodes/{episode_id}/step", json=body)
+
+
+def tool_call(name: str, call_id: str, **arguments: Any) -> dict[str, Any]:
+    """One OpenAI-style tool call of ``name`` with ``arguments``."""
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)}}  # fmt: skip
+
+
+def tools(*calls: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message that makes ``calls``."""
+    return {"role": "assistant", "content": None, "tool_calls": list(calls)}
 
 
 async def play_game(

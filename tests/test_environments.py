@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from difflib import SequenceMatcher
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import create, error_of, step
+from tests.helpers import create, error_of, step, tool_call, tools
 from wander.service.envs.double_check.env import DoubleCheck, DoubleCheckConfig
 from wander.service.envs.seeding import example_seed
 from wander.service.envs.sql.database import run_query
@@ -106,15 +105,6 @@ async def test_double_check_difficulty_levels(api: httpx.AsyncClient) -> None:
 # sql
 
 
-def tool_call(name: str, call_id: str, **arguments: Any) -> dict[str, Any]:
-    return {"id": call_id, "type": "function",
-            "function": {"name": name, "arguments": json.dumps(arguments)}}  # fmt: skip
-
-
-def tools(*calls: dict[str, Any]) -> dict[str, Any]:
-    return {"role": "assistant", "content": None, "tool_calls": list(calls)}
-
-
 async def test_sql_scripted_agent_scores_full_reward(api: httpx.AsyncClient) -> None:
     info = (await api.get("/v1/environments/sql")).json()
     assert [t["function"]["name"] for t in info["tools"]] == [
@@ -197,7 +187,7 @@ async def test_sql_bad_tool_calls_get_clear_messages(api: httpx.AsyncClient) -> 
     score = (await api.get(f"/v1/episodes/{episode['id']}/score")).json()
     assert score["components"] == {"correct": 0.0, "format": 0.0, "efficiency": 0.0}
     assert score["metrics"] == {"correct": False, "answered": False, "tool_calls": 5,
-                                "sql_errors": 3, "turns": 3}  # fmt: skip
+                                "sql_errors": 3, "refused_calls": 0, "turns": 3}  # fmt: skip
 
 
 # reasoning-gym

@@ -19,7 +19,15 @@ from wander.sdk import (
     Transition,
     TurnRandom,
 )
-from wander.service.envs.sql.database import QueryError, describe, format_result, run_query, tables
+from wander.service.envs.sql.budget import StepBudget
+from wander.service.envs.sql.database import (
+    Deadline,
+    QueryError,
+    describe,
+    format_result,
+    run_query,
+    tables,
+)
 from wander.service.envs.sql.questions import normalize, pick
 
 SYSTEM_PROMPT = (
@@ -68,20 +76,34 @@ class SqlConfig(SizedConfig):
     )
 
 
-def call_tool(seed: int, name: str, arguments: dict[str, Any]) -> str:
-    """Run one tool call; raises QueryError with a message for the model."""
+def call_tool(seed: int, name: str, arguments: dict[str, Any], deadline: Deadline) -> str:
+    """Run one tool call, its queries stopped at ``deadline``; raises QueryError with a
+    message for the model."""
     if name == "list_tables":
-        return "\n".join(tables(seed))
+        return "\n".join(tables(seed, deadline))
     if name == "describe_table":
-        return describe(seed, str(arguments.get("table", "")))
+        return describe(seed, str(arguments.get("table", "")), deadline)
     if name == "run_sql":
-        return format_result(*run_query(seed, str(arguments.get("query", ""))))
+        query = str(arguments.get("query", ""))
+        return format_result(*run_query(seed, query, deadline=deadline))
     raise QueryError(f"unknown tool {name!r}; the tools are list_tables, describe_table, run_sql")
+
+
+def answer_call(state: State, function: dict[str, Any], budget: StepBudget) -> str:
+    """The reply to one call that may run: its result, or its error (counted in ``state``)."""
+    try:
+        arguments = json.loads(function.get("arguments") or "{}")
+        if not isinstance(arguments, dict):
+            raise QueryError("the arguments must be a JSON object")
+        return call_tool(state["db_seed"], function.get("name", ""), arguments, budget.deadline())
+    except (QueryError, json.JSONDecodeError) as exc:
+        state["sql_errors"] += 1
+        return f"Error: {exc}"
 
 
 class Sql(Environment[SqlConfig]):
     name = "sql"
-    version = "1.0.0"
+    version = "1.1.0"
     description = (
         "Tool use with state: each episode has its own generated shop database; the model "
         "explores it with list_tables, describe_table and run_sql, then answers a question."
@@ -105,6 +127,7 @@ class Sql(Environment[SqlConfig]):
             "turns": 0,
             "tool_calls": 0,
             "sql_errors": 0,
+            "refused_calls": 0,
             "answer": None,
             "formatted": False,
             "max_turns": config.max_turns,
@@ -124,18 +147,16 @@ class Sql(Environment[SqlConfig]):
             state["answer"] = (found[-1] if found else content).strip()
             state["formatted"] = bool(found)
             return Transition(state, [], True)
+        budget = StepBudget()
         replies = []
         for call in calls:
-            function = call.get("function", {})
             state["tool_calls"] += 1
-            try:
-                arguments = json.loads(function.get("arguments") or "{}")
-                if not isinstance(arguments, dict):
-                    raise QueryError("the arguments must be a JSON object")
-                content = call_tool(state["db_seed"], function.get("name", ""), arguments)
-            except (QueryError, json.JSONDecodeError) as exc:
-                state["sql_errors"] += 1
-                content = f"Error: {exc}"
+            refusal = budget.admit()
+            if refusal is None:
+                content = budget.reply(answer_call(state, call.get("function", {}), budget))
+            else:
+                state["refused_calls"] = state.get("refused_calls", 0) + 1
+                content = f"Error: {refusal}"
             replies.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": content})
         if state["turns"] >= state["max_turns"]:
             ending = f"The limit of {state['max_turns']} turns was reached without an answer."
@@ -158,6 +179,7 @@ class Sql(Environment[SqlConfig]):
             "answered": answered,
             "tool_calls": calls,
             "sql_errors": state["sql_errors"],
+            "refused_calls": state.get("refused_calls", 0),
             "turns": state["turns"],
         }
         return Score(components, metrics)
