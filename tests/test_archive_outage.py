@@ -99,8 +99,8 @@ async def test_the_in_process_store_retries_until_the_database_is_back(
 async def test_the_in_process_store_flushes_on_shutdown(sqlite_url: str) -> None:
     upgrade(sqlite_url)
     async with service(Settings(redis_url=None, database_url=sqlite_url)) as (app, api):
-        app.state.archiver.poll_seconds = 3600  # only the shutdown flush can write now
-        await asyncio.sleep(0.7)
+        app.state.archiver.stop()  # only the shutdown flush can write now
+        await asyncio.sleep(0.1)
         played = await play(api, "flush", games=3)
         assert await app.state.archiver.store.backlog() == 3
     assert sorted(archived_ids(sqlite_url, "flush")) == sorted(played)

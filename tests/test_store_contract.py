@@ -91,6 +91,23 @@ async def test_a_dead_letter_leaves_the_backlog_with_its_error_and_retry_requeue
     assert await store.retry_dead_letters([letter_id]) == []
 
 
+async def test_a_store_whose_backlog_dies_with_it_says_when_a_record_is_queued(
+    store: EpisodeStore,
+) -> None:
+    """The archiver then takes the record at once (a ``kill -9`` would lose it);
+    Redis keeps its backlog, so the archiver may poll it."""
+    told: list[None] = []
+    store.on_queued(lambda: told.append(None))
+    await store.add({"a": b"v1"})
+    assert await store.replace("a", 1, b"v2")  # no record: the episode goes on
+    assert told == []
+    [token] = await taken(store, b"r1")
+    letter_id = await store.dead_letter(token, "refused")
+    assert letter_id is not None
+    assert await store.retry_dead_letters([letter_id]) == [letter_id]
+    assert len(told) == (0 if store.durable else 2)  # queued, then queued again
+
+
 async def test_dead_letters_page_oldest_first_and_drop_by_id(store: EpisodeStore) -> None:
     tokens = await taken(store, *(f"r{i}".encode() for i in range(5)))
     ids = [await store.dead_letter(token, f"error {i}") for i, token in enumerate(tokens)]

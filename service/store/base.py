@@ -21,7 +21,7 @@ back to the backlog (after fixing the cause) or drops it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 
@@ -97,6 +97,15 @@ class EpisodeStore(ABC):
     async def replace_many(self, writes: Sequence[Write]) -> list[bool]:
         """``replace`` for many episodes (a store may do it in one round trip)."""
         return [await self.replace(*write) for write in writes]
+
+    def on_queued(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` whenever this process queues a record for the archive.
+
+        A store whose backlog dies with the process (``durable`` False) must, so that the
+        archiver takes each record at once rather than at its next poll: what waits in
+        such a backlog is lost by a ``kill -9``. A durable store may ignore it, as this
+        default does; its backlog outlives the process and the archiver polls it."""
+        return None
 
     @abstractmethod
     async def pending(self, count: int) -> list[Pending]:

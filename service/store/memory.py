@@ -6,7 +6,7 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from cachetools import TTLCache
 
@@ -25,8 +25,10 @@ class MemoryStore(EpisodeStore):
 
     Its methods never await between reading and writing, so under asyncio each
     runs to completion without interleaving: the compare-and-set is atomic by
-    construction. The backlog and the dead letters live as long as the process;
-    the service drains the backlog into the archive on shutdown.
+    construction. The backlog and the dead letters live as long as the process, so
+    every record queued wakes the archiver (``on_queued``), which drains the backlog
+    continuously: a ``kill -9`` loses only the records of the last moment, those not
+    yet committed to the database. The service drains the rest on shutdown.
     """
 
     durable = False
@@ -39,6 +41,7 @@ class MemoryStore(EpisodeStore):
         self._backlog: dict[str, bytes] = {}
         self._dead: dict[str, DeadLetter] = {}
         self._tokens = itertools.count()
+        self._queued: list[Callable[[], object]] = []
 
     async def add(self, documents: Mapping[str, bytes]) -> None:
         for episode_id, data in documents.items():
@@ -58,8 +61,16 @@ class MemoryStore(EpisodeStore):
             return False
         self._items[episode_id] = Versioned(data, version + 1)
         if archive is not None:
-            self._backlog[str(next(self._tokens))] = archive
+            self._queue(archive)
         return True
+
+    def on_queued(self, callback: Callable[[], object]) -> None:
+        self._queued.append(callback)
+
+    def _queue(self, record: bytes) -> None:
+        self._backlog[str(next(self._tokens))] = record
+        for callback in self._queued:
+            callback()
 
     async def pending(self, count: int) -> list[Pending]:
         return [
@@ -101,7 +112,7 @@ class MemoryStore(EpisodeStore):
     async def retry_dead_letters(self, ids: Sequence[str]) -> list[str]:
         moved = [letter_id for letter_id in dict.fromkeys(ids) if letter_id in self._dead]
         for letter_id in moved:
-            self._backlog[str(next(self._tokens))] = self._dead.pop(letter_id).data
+            self._queue(self._dead.pop(letter_id).data)
         return moved
 
     async def drop_dead_letters(self, ids: Sequence[str]) -> list[str]:
