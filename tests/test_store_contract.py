@@ -27,14 +27,14 @@ async def store(settings: Settings) -> AsyncIterator[EpisodeStore]:
 
 
 async def test_added_episodes_load_at_version_one(store: EpisodeStore) -> None:
-    await store.add({"a": b'{"x": 1}', "b": b'{"x": 2}'})
+    await store.add({"a": b'{"x": 1}', "b": b'{"x": 2}'}, "tictactoe")
     assert await store.load("a") == Versioned(b'{"x": 1}', 1)
     assert await store.load("b") == Versioned(b'{"x": 2}', 1)
     assert await store.load("missing") is None
 
 
 async def test_replace_is_a_compare_and_set(store: EpisodeStore) -> None:
-    await store.add({"a": b"v1"})
+    await store.add({"a": b"v1"}, "tictactoe")
     assert await store.replace("a", 1, b"v2")
     assert not await store.replace("a", 1, b"stale")
     assert await store.load("a") == Versioned(b"v2", 2)
@@ -45,7 +45,7 @@ async def test_replace_is_a_compare_and_set(store: EpisodeStore) -> None:
 
 
 async def test_concurrent_writers_of_one_version_exactly_one_wins(store: EpisodeStore) -> None:
-    await store.add({"a": b"v1"})
+    await store.add({"a": b"v1"}, "tictactoe")
     wins = await asyncio.gather(*(store.replace("a", 1, f"w{i}".encode()) for i in range(32)))
     assert sum(wins) == 1
     winner = wins.index(True)
@@ -53,12 +53,27 @@ async def test_concurrent_writers_of_one_version_exactly_one_wins(store: Episode
 
 
 async def test_idle_episodes_expire_and_use_refreshes_them(store: EpisodeStore) -> None:
-    await store.add({"idle": b"x", "used": b"y"})
+    await store.add({"idle": b"x", "used": b"y"}, "tictactoe")
     await asyncio.sleep(1.2)
     assert await store.load("used") is not None  # refreshes its TTL
     await asyncio.sleep(1.2)
     assert await store.load("used") is not None
     assert await store.load("idle") is None
+
+
+async def test_live_episodes_count_until_they_finish_or_expire(store: EpisodeStore) -> None:
+    await store.add({"a": b"1", "b": b"2"}, "tictactoe")
+    await store.add({"c": b"3"}, "other")
+    assert await store.live() == {"tictactoe": 2, "other": 1}
+    assert await store.replace("a", 1, b"done", archive=b"record")  # finished
+    assert await store.replace("b", 1, b"going on")  # no record: still live
+    assert await store.live() == {"tictactoe": 1, "other": 1}
+    await asyncio.sleep(1.2)
+    assert await store.load("b") is not None  # refreshes its TTL, not "c"'s
+    await asyncio.sleep(1.2)
+    assert await store.live() == {"tictactoe": 1, "other": 0}
+    await asyncio.sleep(1.2)
+    assert await store.live() == {"tictactoe": 0, "other": 0}
 
 
 async def taken(store: EpisodeStore, *records: bytes) -> list[str]:
@@ -98,7 +113,7 @@ async def test_a_store_whose_backlog_dies_with_it_says_when_a_record_is_queued(
     Redis keeps its backlog, so the archiver may poll it."""
     told: list[None] = []
     store.on_queued(lambda: told.append(None))
-    await store.add({"a": b"v1"})
+    await store.add({"a": b"v1"}, "tictactoe")
     assert await store.replace("a", 1, b"v2")  # no record: the episode goes on
     assert told == []
     [token] = await taken(store, b"r1")
@@ -165,7 +180,7 @@ async def test_an_unreachable_redis_raises_store_unavailable() -> None:
     with pytest.raises(StoreUnavailable):
         await store.load("a")
     with pytest.raises(StoreUnavailable):
-        await store.add({"a": b"x"})
+        await store.add({"a": b"x"}, "tictactoe")
     with pytest.raises(StoreUnavailable):
         await store.replace("a", 1, b"x")
     with pytest.raises(StoreUnavailable):
@@ -182,7 +197,7 @@ async def test_a_redis_store_leaves_the_archivers_group_unless_it_holds_records(
     what a closing process had taken and not yet archived."""
     idle, holding = (RedisStore.from_url(redis_url, 60, redis_prefix) for _ in range(2))
     assert await idle.pending(10) == []  # joins the group, takes nothing
-    await idle.add({"a": b"v1"})
+    await idle.add({"a": b"v1"}, "tictactoe")
     assert await idle.replace("a", 1, b"v2", archive=b"record")
     assert [item.data for item in await holding.pending(10)] == [b"record"]
     await idle.aclose()

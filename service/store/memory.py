@@ -6,7 +6,9 @@ import itertools
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from cachetools import TTLCache
 
@@ -18,6 +20,21 @@ MAX_DEAD_LETTERS = 10_000
 """Dead letters kept in the process; past this the oldest is discarded, with an error in
 the log. They live in the service's own memory, and a database that refused every
 record (a bad migration) must not grow the process without end."""
+
+
+class _Episodes(TTLCache[str, Versioned]):
+    """Episodes with idle expiry, naming each expired one to ``on_expired``: every
+    expired item leaves through ``expire``, which each write calls, and ``live`` too."""
+
+    def __init__(self, ttl_seconds: int, on_expired: Callable[[str], object]) -> None:
+        super().__init__(maxsize=math.inf, ttl=ttl_seconds, timer=time.monotonic)
+        self._on_expired = on_expired
+
+    def expire(self, time: Any = None) -> list[tuple[str, Versioned]]:
+        expired = list(super().expire(time))
+        for episode_id, _ in expired:
+            self._on_expired(episode_id)
+        return expired
 
 
 class MemoryStore(EpisodeStore):
@@ -35,17 +52,20 @@ class MemoryStore(EpisodeStore):
 
     def __init__(self, ttl_seconds: int) -> None:
         super().__init__(ttl_seconds)
-        self._items: TTLCache[str, Versioned] = TTLCache(
-            maxsize=math.inf, ttl=ttl_seconds, timer=time.monotonic
-        )
+        self._live: dict[str, str] = {}
+        """The environment of each live episode."""
+        self._live_count: Counter[str] = Counter()
+        self._items = _Episodes(ttl_seconds, self._forget)
         self._backlog: dict[str, bytes] = {}
         self._dead: dict[str, DeadLetter] = {}
         self._tokens = itertools.count()
         self._queued: list[Callable[[], object]] = []
 
-    async def add(self, documents: Mapping[str, bytes]) -> None:
+    async def add(self, documents: Mapping[str, bytes], env: str) -> None:
         for episode_id, data in documents.items():
             self._items[episode_id] = Versioned(data, 1)
+            self._live[episode_id] = env
+        self._live_count[env] += len(documents)
 
     async def load(self, episode_id: str, *, cached: bool = False) -> Versioned | None:
         item = self._items.get(episode_id)
@@ -61,8 +81,19 @@ class MemoryStore(EpisodeStore):
             return False
         self._items[episode_id] = Versioned(data, version + 1)
         if archive is not None:
+            self._forget(episode_id)
             self._queue(archive)
         return True
+
+    def _forget(self, episode_id: str) -> None:
+        """The episode is live no more: finished, or expired."""
+        env = self._live.pop(episode_id, None)
+        if env is not None:
+            self._live_count[env] -= 1
+
+    async def live(self) -> dict[str, int]:
+        self._items.expire()
+        return dict(self._live_count)
 
     def on_queued(self, callback: Callable[[], object]) -> None:
         self._queued.append(callback)
@@ -127,3 +158,5 @@ class MemoryStore(EpisodeStore):
 
     async def aclose(self) -> None:
         self._items.clear()
+        self._live.clear()
+        self._live_count.clear()
