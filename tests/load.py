@@ -20,7 +20,13 @@ import httpx
 import sqlalchemy
 
 from tests.agents import random_agent
-from wander.client import AsyncWanderClient, Retry, ServiceUnavailable, WanderConnectionError
+from wander.client import (
+    AsyncWanderClient,
+    Retry,
+    ServiceUnavailable,
+    WanderAPIError,
+    WanderConnectionError,
+)
 from wander.service.archive.tables import ArchivedEpisode
 
 T = TypeVar("T")
@@ -43,7 +49,22 @@ class Traffic:
 
     @property
     def refused(self) -> int:
+        """5xx responses."""
         return sum(self.server_errors.values())
+
+    def copy(self) -> Traffic:
+        return Traffic(
+            self.requests, self.unanswered, Counter(self.statuses), Counter(self.server_errors)
+        )
+
+    def __sub__(self, earlier: Traffic) -> Traffic:
+        """What was sent since ``earlier`` (a copy of this account, taken then)."""
+        return Traffic(
+            self.requests - earlier.requests,
+            self.unanswered - earlier.unanswered,
+            self.statuses - earlier.statuses,
+            self.server_errors - earlier.server_errors,
+        )
 
 
 class CountingTransport(httpx.AsyncBaseTransport):
@@ -89,6 +110,9 @@ class Players:
     traffic: Traffic = field(default_factory=Traffic)
     finished: dict[str, int] = field(default_factory=dict)
     """Episodes the agents saw finish, and how many turns each took."""
+    broken: dict[str, str] = field(default_factory=dict)
+    """Episodes a step failed for good, and the error ("404 episode_not_found": the
+    store lost it); the agent starts another game."""
     stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def play(self) -> None:
@@ -103,11 +127,15 @@ class Players:
                 return
             create = functools.partial(client.create, "tictactoe", example=example, run=self.run)
             [episode] = await _persist(create)
-            while not episode.done:
-                # The handle keeps its turn until a step is answered: a step sent again
-                # is the same request, which the service applies at most once.
-                await _persist(functools.partial(episode.step, agent(episode.info["board"])))
-            self.finished[episode.id] = episode.turn
+            try:
+                while not episode.done:
+                    # The handle keeps its turn until a step is answered: a step sent again
+                    # is the same request, which the service applies at most once.
+                    await _persist(functools.partial(episode.step, agent(episode.info["board"])))
+            except WanderAPIError as error:
+                self.broken[episode.id] = f"{error.status} {error.code}"
+            else:
+                self.finished[episode.id] = episode.turn
 
 
 def _examples(seed: int) -> Iterator[int]:

@@ -8,12 +8,11 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-import sqlalchemy
 
 from tests.agents import random_agent
 from tests.helpers import archived_ids, create, error_of, play_game, service
 from tests.poison import NUL_RUN, queue
-from tests.proxy import OutageProxy
+from tests.proxy import OutageProxy, behind_proxy
 from tests.records import tictactoe_record
 from wander.service.archive.migrations import upgrade
 from wander.service.settings import Settings
@@ -26,10 +25,8 @@ def proxy(postgresql_url: str) -> Iterator[tuple[OutageProxy, str]]:
     """The test's PostgreSQL database (``postgresql_url``) behind a proxy that can cut it off;
     yields the proxy and the URL through it."""
     upgrade(postgresql_url)
-    target = sqlalchemy.make_url(postgresql_url)
-    with OutageProxy(target.host or "127.0.0.1", target.port or 5432) as outage:
-        url = target.set(host="127.0.0.1", port=outage.port)
-        yield outage, url.render_as_string(hide_password=False)
+    with behind_proxy(postgresql_url) as (outage, url):
+        yield outage, url
 
 
 async def play(api: httpx.AsyncClient, run: str, games: int = GAMES) -> set[str]:

@@ -71,14 +71,16 @@ for i = 4, #KEYS do
   local env, data = ARGV[2 * i - 6], ARGV[2 * i - 5]
   redis.call('HSET', KEYS[i], 'v', 1, 'd', data)
   redis.call('EXPIRE', KEYS[i], ttl)
-  redis.call('ZADD', KEYS[1], now + ttl * 1000, KEYS[i])
-  redis.call('HSET', KEYS[2], KEYS[i], env)
-  redis.call('HINCRBY', KEYS[3], env, 1)
+  if redis.call('ZADD', KEYS[1], 'NX', now + ttl * 1000, KEYS[i]) == 1 then
+    redis.call('HSET', KEYS[2], KEYS[i], env)
+    redis.call('HINCRBY', KEYS[3], env, 1)
+  end
 end
 """
 )
 """New episodes: ``KEYS`` the live index, the live episodes' environments and counts, then
-the episodes; ``ARGV`` the TTL, then (environment, document) per episode."""
+the episodes; ``ARGV`` the TTL, then (environment, document) per episode. Run twice (a
+retry after a lost reply), it counts each episode once."""
 
 _LOAD_MANY = """
 local ttl = ARGV[1]
