@@ -17,9 +17,10 @@ from wander.service.settings import Settings
 from wander.testing import ServiceProcess
 
 LOAD_SECONDS = 6.0
-MAX_LOST = 5
-"""What a kill may lose: the games whose records were being written to the database
-at that moment. Measured: README's "Reliability"."""
+LAST_MOMENT_SECONDS = 0.2
+"""What a kill may lose: the games that finished while the archive writes under way at
+that moment ran; 0.1 to 0.15 s worth of games on the saturated 2-core development
+machine (README's "Reliability"), with a margin, plus a couple."""
 
 
 async def test_a_finished_episode_is_archived_without_waiting_for_a_poll(
@@ -69,6 +70,6 @@ async def test_kill_9_loses_at_most_the_last_moment(sqlite_url: str) -> None:
         f"{len(result.duplicated)} duplicated, {result.unseen} archived unseen; "
         f"{players.traffic.requests} requests"
     )
-    assert result.finished > 100, "the load never got going"
+    assert result.finished > 20, "the load never got going"
     assert result.duplicated == []
-    assert len(result.lost) <= MAX_LOST, result.lost
+    assert len(result.lost) <= 2 + result.finished / elapsed * LAST_MOMENT_SECONDS, result.lost
