@@ -166,7 +166,7 @@ def report(phases: list[Phase], players: Players, result: Account) -> str:
     """The figures README's "Reliability" section quotes."""
     traffic = players.traffic
     header = f"{'phase':<46} {'s':>5} {'requests':>8} {'no answer':>9} {'5xx':>5} {'games':>6}"
-    lines = ["", "fault test: 8 agents, Redis (AOF, fsync always), PostgreSQL through a proxy"]
+    lines = ["", f"fault test: 8 agents, Redis {' '.join(AOF)}, PostgreSQL through a proxy"]
     lines.append(header)
     lines += (
         f"{phase.name:<46} {phase.seconds:>5.1f} {phase.traffic.requests:>8} "
