@@ -105,6 +105,7 @@ class Timeline:
         )
 
 
+@pytest.mark.timeout(300)  # about a minute; restarts take longer on a busy machine
 async def test_faults_under_load_lose_and_duplicate_nothing(
     wander: ServiceProcess,
     redis_server: RedisServer,
