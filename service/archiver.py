@@ -94,6 +94,9 @@ class Archiver:
         self.max_attempts = max_attempts
         self.stall_seconds = stall_seconds
         self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()
+        """Set when the store queues a record (a store that says so) or when stopping."""
+        store.on_queued(self._wake.set)
         self._attempts: dict[str, int] = {}
         """Failures so far of the records that failed for no reason the database named."""
         self._failing_since: float | None = None
@@ -108,6 +111,7 @@ class Archiver:
         """
         backoff = 0.0
         while not self._stopping.is_set():
+            self._wake.clear()  # before reading the backlog: a record queued after wakes it
             try:
                 handled = await self.archive_batch()
             except Exception as exc:
@@ -121,10 +125,11 @@ class Archiver:
             backoff = 0.0
             await self._report()
             if handled < self.batch_size:
-                await self._sleep(self.poll_seconds)
+                await self._idle()
 
     def stop(self) -> None:
         self._stopping.set()
+        self._wake.set()
 
     def check_progress(self) -> None:
         """Raise ``ArchiveStalled`` if every attempt has failed for ``stall_seconds``."""
@@ -254,8 +259,16 @@ class Archiver:
             metrics.ARCHIVE_DEAD_LETTERS.set(await self.store.dead_letter_count())
 
     async def _sleep(self, seconds: float) -> None:
+        """Back off: only stopping cuts it short, so a failing database is not hammered."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def _idle(self) -> None:
+        """Wait for more records: until the store queues one (the in-process store says
+        when; its backlog dies with the process), ``poll_seconds`` at most (Redis: other
+        processes queue records too), or stopping."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
 
 
 def _parse(data: list[bytes]) -> list[EpisodeRecord]:

@@ -147,10 +147,8 @@ class Engine:
             "finished_at": None,
         }
         ids = [_new_id("ep") for _ in range(request.n)]
-        await self.store.add({id_: encode({**template, "id": id_}) for id_ in ids})
-        counters = metrics.for_env(env.name)
-        counters.created.inc(request.n)
-        counters.live.inc(request.n)
+        await self.store.add({id_: encode({**template, "id": id_}) for id_ in ids}, env.name)
+        metrics.for_env(env.name).created.inc(request.n)
         return [
             {
                 "id": id_,

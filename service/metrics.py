@@ -7,6 +7,7 @@ writable folder shared by them: prometheus-client then aggregates all workers.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -36,9 +37,14 @@ EPISODES_FINISHED = Counter(
     ["env", "status"],
 )  # fmt: skip
 LIVE_EPISODES = Gauge(
-    "wander_live_episodes", "Episodes created and not yet ended (by this process).", ["env"],
-    multiprocess_mode="livesum",
-)  # fmt: skip
+    "wander_live_episodes",
+    "Episodes created and neither ended nor expired, in the store (set at every scrape).",
+    ["env"],
+    multiprocess_mode="mostrecent",
+)
+"""Counted by the store, not by the process (an episode that expires has no request to
+count it out): every process and replica reports the same number, so take one, not
+their sum. With several workers, the worker that answers the scrape sets it."""
 STORE_ERRORS = Counter("wander_store_errors_total", "Requests that found the store down.")
 DATABASE_ERRORS = Counter(
     "wander_database_errors_total",
@@ -65,11 +71,15 @@ class EnvMetrics:
         self.step_latency = STEP_LATENCY.labels(env)
         self.invalid_actions = INVALID_ACTIONS.labels(env)
         self.created = EPISODES_CREATED.labels(env)
-        self.live = LIVE_EPISODES.labels(env)
 
     def finished(self, status: str) -> None:
         EPISODES_FINISHED.labels(self.env, status).inc()
-        self.live.dec()
+
+
+def set_live_episodes(counts: Mapping[str, int]) -> None:
+    """Set ``wander_live_episodes`` from the store's count (``EpisodeStore.live``)."""
+    for env, count in counts.items():
+        LIVE_EPISODES.labels(env).set(count)
 
 
 @functools.cache

@@ -43,5 +43,5 @@ async def queue(store: EpisodeStore, *records: EpisodeRecord | bytes) -> None:
     for record in records:
         data = record if isinstance(record, bytes) else record.model_dump_json().encode()
         episode_id = f"queued-{uuid.uuid4().hex}"
-        await store.add({episode_id: b"{}"})
+        await store.add({episode_id: b"{}"}, "tictactoe")
         assert await store.replace(episode_id, 1, b"{}", archive=data)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections.abc import Iterator
+
+import sqlalchemy
 
 from wander.testing import free_port
 
@@ -72,3 +75,13 @@ class OutageProxy:
                 writer.write(data)
                 await writer.drain()
         writer.close()
+
+
+@contextlib.contextmanager
+def behind_proxy(database_url: str) -> Iterator[tuple[OutageProxy, str]]:
+    """The database at ``database_url`` behind an ``OutageProxy``: yields the proxy and
+    the URL that reaches the database through it."""
+    target = sqlalchemy.make_url(database_url)
+    with OutageProxy(target.host or "127.0.0.1", target.port or 5432) as outage:
+        url = target.set(host="127.0.0.1", port=outage.port)
+        yield outage, url.render_as_string(hide_password=False)

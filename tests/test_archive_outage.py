@@ -8,12 +8,11 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-import sqlalchemy
 
 from tests.agents import random_agent
 from tests.helpers import archived_ids, create, error_of, play_game, service
 from tests.poison import NUL_RUN, queue
-from tests.proxy import OutageProxy
+from tests.proxy import OutageProxy, behind_proxy
 from tests.records import tictactoe_record
 from wander.service.archive.migrations import upgrade
 from wander.service.settings import Settings
@@ -26,10 +25,8 @@ def proxy(postgresql_url: str) -> Iterator[tuple[OutageProxy, str]]:
     """The test's PostgreSQL database (``postgresql_url``) behind a proxy that can cut it off;
     yields the proxy and the URL through it."""
     upgrade(postgresql_url)
-    target = sqlalchemy.make_url(postgresql_url)
-    with OutageProxy(target.host or "127.0.0.1", target.port or 5432) as outage:
-        url = target.set(host="127.0.0.1", port=outage.port)
-        yield outage, url.render_as_string(hide_password=False)
+    with behind_proxy(postgresql_url) as (outage, url):
+        yield outage, url
 
 
 async def play(api: httpx.AsyncClient, run: str, games: int = GAMES) -> set[str]:
@@ -99,8 +96,8 @@ async def test_the_in_process_store_retries_until_the_database_is_back(
 async def test_the_in_process_store_flushes_on_shutdown(sqlite_url: str) -> None:
     upgrade(sqlite_url)
     async with service(Settings(redis_url=None, database_url=sqlite_url)) as (app, api):
-        app.state.archiver.poll_seconds = 3600  # only the shutdown flush can write now
-        await asyncio.sleep(0.7)
+        app.state.archiver.stop()  # only the shutdown flush can write now
+        await asyncio.sleep(0.1)
         played = await play(api, "flush", games=3)
         assert await app.state.archiver.store.backlog() == 3
     assert sorted(archived_ids(sqlite_url, "flush")) == sorted(played)

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from typer.testing import CliRunner
 
+from tests.redis_server import RedisServer
 from wander.cli import app as cli
 from wander.service.store.durability import persistence_warning
 from wander.testing import free_port
@@ -26,27 +23,9 @@ PERSISTENCE = {
 @pytest.fixture(params=list(PERSISTENCE))
 def redis_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
     """A redis-server of the test's own, with one of the persistence settings."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("no redis-server to start: Redis persistence checks skipped")
-    port = free_port()
-    server = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path),
-         *PERSISTENCE[request.param]],
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"redis://127.0.0.1:{port}/0"
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            redis.Redis.from_url(url).ping()
-            break
-        except redis.ConnectionError:
-            assert time.monotonic() < deadline, "redis-server did not answer"
-            time.sleep(0.05)
-    yield request.param, url
-    server.terminate()
-    server.wait()
+    server = RedisServer(tmp_path, PERSISTENCE[request.param]).start()
+    yield request.param, server.url
+    server.stop()
 
 
 def test_the_warning_says_what_a_restart_loses(redis_server: tuple[str, str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 import subprocess
@@ -14,7 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.agents import answer
-from tests.helpers import create, step
+from tests.helpers import create, service, step
+from wander.service.settings import Settings
 from wander.testing import ServiceProcess
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,6 +63,20 @@ async def test_metrics_move_as_games_are_played(api: httpx.AsyncClient) -> None:
         "wander_archive_dead_letters",
     ):
         assert any(key[0] == name for key in samples(after)), name
+
+
+async def test_live_episodes_go_down_when_episodes_expire(settings: Settings) -> None:
+    """Nobody finishes an episode that expires: the store counts it out (issue 20: the
+    gauge used to keep it for ever)."""
+    async with service(settings.model_copy(update={"episode_ttl_seconds": 1})) as (_, api):
+        await create(api, example=0, n=3)
+        [other] = await create(api, example=1)
+        assert (await api.delete(f"/v1/episodes/{other['id']}")).status_code == 204
+        live = value((await api.get("/metrics")).text, "wander_live_episodes", env="tictactoe")
+        assert live == 3
+        await asyncio.sleep(1.5)
+        live = value((await api.get("/metrics")).text, "wander_live_episodes", env="tictactoe")
+        assert live == 0
 
 
 async def test_every_response_carries_a_request_id(

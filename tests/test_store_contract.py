@@ -27,14 +27,14 @@ async def store(settings: Settings) -> AsyncIterator[EpisodeStore]:
 
 
 async def test_added_episodes_load_at_version_one(store: EpisodeStore) -> None:
-    await store.add({"a": b'{"x": 1}', "b": b'{"x": 2}'})
+    await store.add({"a": b'{"x": 1}', "b": b'{"x": 2}'}, "tictactoe")
     assert await store.load("a") == Versioned(b'{"x": 1}', 1)
     assert await store.load("b") == Versioned(b'{"x": 2}', 1)
     assert await store.load("missing") is None
 
 
 async def test_replace_is_a_compare_and_set(store: EpisodeStore) -> None:
-    await store.add({"a": b"v1"})
+    await store.add({"a": b"v1"}, "tictactoe")
     assert await store.replace("a", 1, b"v2")
     assert not await store.replace("a", 1, b"stale")
     assert await store.load("a") == Versioned(b"v2", 2)
@@ -45,7 +45,7 @@ async def test_replace_is_a_compare_and_set(store: EpisodeStore) -> None:
 
 
 async def test_concurrent_writers_of_one_version_exactly_one_wins(store: EpisodeStore) -> None:
-    await store.add({"a": b"v1"})
+    await store.add({"a": b"v1"}, "tictactoe")
     wins = await asyncio.gather(*(store.replace("a", 1, f"w{i}".encode()) for i in range(32)))
     assert sum(wins) == 1
     winner = wins.index(True)
@@ -53,12 +53,27 @@ async def test_concurrent_writers_of_one_version_exactly_one_wins(store: Episode
 
 
 async def test_idle_episodes_expire_and_use_refreshes_them(store: EpisodeStore) -> None:
-    await store.add({"idle": b"x", "used": b"y"})
+    await store.add({"idle": b"x", "used": b"y"}, "tictactoe")
     await asyncio.sleep(1.2)
     assert await store.load("used") is not None  # refreshes its TTL
     await asyncio.sleep(1.2)
     assert await store.load("used") is not None
     assert await store.load("idle") is None
+
+
+async def test_live_episodes_count_until_they_finish_or_expire(store: EpisodeStore) -> None:
+    await store.add({"a": b"1", "b": b"2"}, "tictactoe")
+    await store.add({"c": b"3"}, "other")
+    assert await store.live() == {"tictactoe": 2, "other": 1}
+    assert await store.replace("a", 1, b"done", archive=b"record")  # finished
+    assert await store.replace("b", 1, b"going on")  # no record: still live
+    assert await store.live() == {"tictactoe": 1, "other": 1}
+    await asyncio.sleep(1.2)
+    assert await store.load("b") is not None  # refreshes its TTL, not "c"'s
+    await asyncio.sleep(1.2)
+    assert await store.live() == {"tictactoe": 1, "other": 0}
+    await asyncio.sleep(1.2)
+    assert await store.live() == {"tictactoe": 0, "other": 0}
 
 
 async def taken(store: EpisodeStore, *records: bytes) -> list[str]:
@@ -89,6 +104,23 @@ async def test_a_dead_letter_leaves_the_backlog_with_its_error_and_retry_requeue
     await store.acknowledge([first, last])
     assert [item.data for item in await store.pending(10)] == [b"poison"]  # at the end
     assert await store.retry_dead_letters([letter_id]) == []
+
+
+async def test_a_store_whose_backlog_dies_with_it_says_when_a_record_is_queued(
+    store: EpisodeStore,
+) -> None:
+    """The archiver then takes the record at once (a ``kill -9`` would lose it);
+    Redis keeps its backlog, so the archiver may poll it."""
+    told: list[None] = []
+    store.on_queued(lambda: told.append(None))
+    await store.add({"a": b"v1"}, "tictactoe")
+    assert await store.replace("a", 1, b"v2")  # no record: the episode goes on
+    assert told == []
+    [token] = await taken(store, b"r1")
+    letter_id = await store.dead_letter(token, "refused")
+    assert letter_id is not None
+    assert await store.retry_dead_letters([letter_id]) == [letter_id]
+    assert len(told) == (0 if store.durable else 2)  # queued, then queued again
 
 
 async def test_dead_letters_page_oldest_first_and_drop_by_id(store: EpisodeStore) -> None:
@@ -148,7 +180,7 @@ async def test_an_unreachable_redis_raises_store_unavailable() -> None:
     with pytest.raises(StoreUnavailable):
         await store.load("a")
     with pytest.raises(StoreUnavailable):
-        await store.add({"a": b"x"})
+        await store.add({"a": b"x"}, "tictactoe")
     with pytest.raises(StoreUnavailable):
         await store.replace("a", 1, b"x")
     with pytest.raises(StoreUnavailable):
@@ -165,7 +197,7 @@ async def test_a_redis_store_leaves_the_archivers_group_unless_it_holds_records(
     what a closing process had taken and not yet archived."""
     idle, holding = (RedisStore.from_url(redis_url, 60, redis_prefix) for _ in range(2))
     assert await idle.pending(10) == []  # joins the group, takes nothing
-    await idle.add({"a": b"v1"})
+    await idle.add({"a": b"v1"}, "tictactoe")
     assert await idle.replace("a", 1, b"v2", archive=b"record")
     assert [item.data for item in await holding.pending(10)] == [b"record"]
     await idle.aclose()

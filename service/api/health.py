@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from typing import Annotated
 
@@ -15,9 +16,11 @@ from prometheus_client import (
     multiprocess,
 )
 
+from wander.service import metrics as service_metrics
 from wander.service.api.deps import ArchiveDep, EngineDep
 from wander.service.api.errors import ERROR_RESPONSES
 from wander.service.archiver import Archiver
+from wander.service.errors import StoreUnavailable
 
 router = APIRouter(tags=["health"])
 
@@ -29,13 +32,17 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/metrics", response_class=Response, include_in_schema=False)
-def metrics() -> Response:
-    """Prometheus metrics (of all workers, with ``PROMETHEUS_MULTIPROC_DIR`` set)."""
+async def metrics(engine: EngineDep) -> Response:
+    """Prometheus metrics (of all workers, with ``PROMETHEUS_MULTIPROC_DIR`` set). The live
+    episodes are counted by the store now; while it is down, the last count stands."""
+    with contextlib.suppress(StoreUnavailable):
+        service_metrics.set_live_episodes(await engine.store.live())
     registry = REGISTRY
     if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    text = await asyncio.to_thread(generate_latest, registry)
+    return Response(text, media_type=CONTENT_TYPE_LATEST)
 
 
 async def get_archiver(request: Request) -> Archiver:

@@ -21,7 +21,7 @@ back to the backlog (after fixing the cause) or drops it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 
@@ -69,8 +69,9 @@ class EpisodeStore(ABC):
         self.ttl_seconds = ttl_seconds
 
     @abstractmethod
-    async def add(self, documents: Mapping[str, bytes]) -> None:
-        """Store new episodes (id -> document) at version 1, all or none."""
+    async def add(self, documents: Mapping[str, bytes], env: str) -> None:
+        """Store new episodes (id -> document) of environment ``env`` at version 1, all
+        or none. They count as live (``live``) until finished or forgotten."""
 
     @abstractmethod
     async def load(self, episode_id: str, *, cached: bool = False) -> Versioned | None:
@@ -97,6 +98,24 @@ class EpisodeStore(ABC):
     async def replace_many(self, writes: Sequence[Write]) -> list[bool]:
         """``replace`` for many episodes (a store may do it in one round trip)."""
         return [await self.replace(*write) for write in writes]
+
+    def on_queued(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` whenever this process queues a record for the archive.
+
+        A store whose backlog dies with the process (``durable`` False) must, so that the
+        archiver takes each record at once rather than at its next poll: what waits in
+        such a backlog is lost by a ``kill -9``. A durable store may ignore it, as this
+        default does; its backlog outlives the process and the archiver polls it."""
+        return None
+
+    @abstractmethod
+    async def live(self) -> dict[str, int]:
+        """Live episodes by environment: added, and neither finished (the write that
+        queued their archive record) nor forgotten after idling ``ttl_seconds``. Every
+        environment that had a live episode is listed, at 0 once it has none left.
+
+        Kept by the store, not counted by the process: an episode that expires has no
+        request, and no process, to count it out (the gauge used to keep them for ever)."""
 
     @abstractmethod
     async def pending(self, count: int) -> list[Pending]:

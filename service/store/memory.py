@@ -6,7 +6,9 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from cachetools import TTLCache
 
@@ -20,29 +22,50 @@ the log. They live in the service's own memory, and a database that refused ever
 record (a bad migration) must not grow the process without end."""
 
 
+class _Episodes(TTLCache[str, Versioned]):
+    """Episodes with idle expiry, naming each expired one to ``on_expired``: every
+    expired item leaves through ``expire``, which each write calls, and ``live`` too."""
+
+    def __init__(self, ttl_seconds: int, on_expired: Callable[[str], object]) -> None:
+        super().__init__(maxsize=math.inf, ttl=ttl_seconds, timer=time.monotonic)
+        self._on_expired = on_expired
+
+    def expire(self, time: Any = None) -> list[tuple[str, Versioned]]:
+        expired = list(super().expire(time))
+        for episode_id, _ in expired:
+            self._on_expired(episode_id)
+        return expired
+
+
 class MemoryStore(EpisodeStore):
     """Episodes in a dict with idle expiry, and the archive backlog in an ordered dict.
 
     Its methods never await between reading and writing, so under asyncio each
     runs to completion without interleaving: the compare-and-set is atomic by
-    construction. The backlog and the dead letters live as long as the process;
-    the service drains the backlog into the archive on shutdown.
+    construction. The backlog and the dead letters live as long as the process, so
+    every record queued wakes the archiver (``on_queued``), which drains the backlog
+    continuously: a ``kill -9`` loses only the records of the last moment, those not
+    yet committed to the database. The service drains the rest on shutdown.
     """
 
     durable = False
 
     def __init__(self, ttl_seconds: int) -> None:
         super().__init__(ttl_seconds)
-        self._items: TTLCache[str, Versioned] = TTLCache(
-            maxsize=math.inf, ttl=ttl_seconds, timer=time.monotonic
-        )
+        self._live: dict[str, str] = {}
+        """The environment of each live episode."""
+        self._live_count: Counter[str] = Counter()
+        self._items = _Episodes(ttl_seconds, self._forget)
         self._backlog: dict[str, bytes] = {}
         self._dead: dict[str, DeadLetter] = {}
         self._tokens = itertools.count()
+        self._queued: list[Callable[[], object]] = []
 
-    async def add(self, documents: Mapping[str, bytes]) -> None:
+    async def add(self, documents: Mapping[str, bytes], env: str) -> None:
         for episode_id, data in documents.items():
             self._items[episode_id] = Versioned(data, 1)
+            self._live[episode_id] = env
+        self._live_count[env] += len(documents)
 
     async def load(self, episode_id: str, *, cached: bool = False) -> Versioned | None:
         item = self._items.get(episode_id)
@@ -58,8 +81,27 @@ class MemoryStore(EpisodeStore):
             return False
         self._items[episode_id] = Versioned(data, version + 1)
         if archive is not None:
-            self._backlog[str(next(self._tokens))] = archive
+            self._forget(episode_id)
+            self._queue(archive)
         return True
+
+    def _forget(self, episode_id: str) -> None:
+        """The episode is live no more: finished, or expired."""
+        env = self._live.pop(episode_id, None)
+        if env is not None:
+            self._live_count[env] -= 1
+
+    async def live(self) -> dict[str, int]:
+        self._items.expire()
+        return dict(self._live_count)
+
+    def on_queued(self, callback: Callable[[], object]) -> None:
+        self._queued.append(callback)
+
+    def _queue(self, record: bytes) -> None:
+        self._backlog[str(next(self._tokens))] = record
+        for callback in self._queued:
+            callback()
 
     async def pending(self, count: int) -> list[Pending]:
         return [
@@ -101,7 +143,7 @@ class MemoryStore(EpisodeStore):
     async def retry_dead_letters(self, ids: Sequence[str]) -> list[str]:
         moved = [letter_id for letter_id in dict.fromkeys(ids) if letter_id in self._dead]
         for letter_id in moved:
-            self._backlog[str(next(self._tokens))] = self._dead.pop(letter_id).data
+            self._queue(self._dead.pop(letter_id).data)
         return moved
 
     async def drop_dead_letters(self, ids: Sequence[str]) -> list[str]:
@@ -116,3 +158,5 @@ class MemoryStore(EpisodeStore):
 
     async def aclose(self) -> None:
         self._items.clear()
+        self._live.clear()
+        self._live_count.clear()

@@ -18,6 +18,14 @@ purpose: it holds finished episodes not yet archived, and stays as small as the
 backlog (acknowledged records are deleted). A store that closes with nothing
 unacknowledged leaves the group, so that restarts do not pile up consumers.
 
+Live episodes (added, not finished, not expired) are counted by environment in the hash
+``{prefix}live:count``. Redis forgets an idle episode by itself, and nothing hears of it, so
+the sorted set ``{prefix}live`` holds each live episode's key by the earliest time it can
+expire (``{prefix}live:env`` its environment), and counting looks only at those past
+theirs: an episode Redis forgot is counted out, one still there (its TTL was refreshed)
+is looked at again when its TTL now ends. Finishing takes an episode out in the write
+that queues its record.
+
 Dead letters are the stream ``{prefix}archive:dead``, entries ``d`` (the record), ``e``
 (the error) and ``t`` (Unix time); a script moves a record between the two streams
 in one step, so it is always in exactly one of them. The dead letters are kept
@@ -49,13 +57,30 @@ from wander.service.errors import StoreUnavailable
 from wander.service.store.base import DeadLetter, EpisodeStore, Pending, Versioned, Write
 from wander.service.store.coalesce import Coalescer
 
-_ADD_MANY = """
-for i, key in ipairs(KEYS) do
-  redis.call('HSET', key, 'v', 1, 'd', ARGV[i + 1])
-  redis.call('EXPIRE', key, ARGV[1])
+_NOW_MS = """
+local clock = redis.call('TIME')
+local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
+"""
+"""Lua: the server's clock in milliseconds, as ``now``."""
+
+_ADD_MANY = (
+    _NOW_MS
+    + """
+local ttl = tonumber(ARGV[1])
+for i = 4, #KEYS do
+  local env, data = ARGV[2 * i - 6], ARGV[2 * i - 5]
+  redis.call('HSET', KEYS[i], 'v', 1, 'd', data)
+  redis.call('EXPIRE', KEYS[i], ttl)
+  if redis.call('ZADD', KEYS[1], 'NX', now + ttl * 1000, KEYS[i]) == 1 then
+    redis.call('HSET', KEYS[2], KEYS[i], env)
+    redis.call('HINCRBY', KEYS[3], env, 1)
+  end
 end
 """
-"""New episodes: ``KEYS`` the episodes, ``ARGV`` the TTL then their documents."""
+)
+"""New episodes: ``KEYS`` the live index, the live episodes' environments and counts, then
+the episodes; ``ARGV`` the TTL, then (environment, document) per episode. Run twice (a
+retry after a lost reply), it counts each episode once."""
 
 _LOAD_MANY = """
 local ttl = ARGV[1]
@@ -70,25 +95,68 @@ return found
 """
 """Loads: ``KEYS`` episodes; a flat reply of (version, document) pairs, nil if gone."""
 
-_REPLACE_MANY = """
+_NOT_LIVE = """
+local function not_live(key)
+  if redis.call('ZREM', KEYS[LIVE], key) == 1 then
+    local env = redis.call('HGET', KEYS[LIVE + 1], key)
+    redis.call('HDEL', KEYS[LIVE + 1], key)
+    if env then redis.call('HINCRBY', KEYS[LIVE + 2], env, -1) end
+  end
+end
+"""
+"""Lua: ``not_live(key)`` takes the episode out of the live index and its environment's
+count, once (whoever removes it from the index counts it out)."""
+
+_REPLACE_MANY = (
+    "local LIVE = 2\n"
+    + _NOT_LIVE
+    + """
 local ttl = ARGV[1]
 local written = {}
-for i = 2, #KEYS do
-  local version, data, archive = ARGV[3 * i - 4], ARGV[3 * i - 3], ARGV[3 * i - 2]
+for i = 5, #KEYS do
+  local version, data, archive = ARGV[3 * i - 13], ARGV[3 * i - 12], ARGV[3 * i - 11]
   local stored = redis.call('HGET', KEYS[i], 'v')
   if stored and tonumber(stored) == tonumber(version) then
     redis.call('HSET', KEYS[i], 'v', tonumber(stored) + 1, 'd', data)
     redis.call('EXPIRE', KEYS[i], ttl)
-    if archive ~= '' then redis.call('XADD', KEYS[1], '*', 'd', archive) end
-    written[i - 1] = 1
+    if archive ~= '' then
+      redis.call('XADD', KEYS[1], '*', 'd', archive)
+      not_live(KEYS[i])
+    end
+    written[i - 4] = 1
   else
-    written[i - 1] = 0
+    written[i - 4] = 0
   end
 end
 return written
 """
-"""Compare-and-sets: ``KEYS`` = the archive stream, then the episodes; ``ARGV`` = the TTL,
-then (version, document, archive record or '') per episode; a reply of 1 (written) or 0."""
+)
+"""Compare-and-sets: ``KEYS`` = the archive stream, the live index, environments and
+counts, then the episodes; ``ARGV`` = the TTL, then (version, document, archive record or
+'') per episode; a reply of 1 (written) or 0. A write that queues a record finishes its
+episode: it is live no more."""
+
+_LIVE = (
+    "local LIVE = 1\n"
+    + _NOW_MS
+    + _NOT_LIVE
+    + """
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[1])
+for _, key in ipairs(due) do
+  local left = redis.call('PTTL', key)
+  if left == -2 then
+    not_live(key)
+  else
+    redis.call('ZADD', KEYS[1], 'XX', now + math.max(left, 1000), key)
+  end
+end
+return {#due, redis.call('HGETALL', KEYS[3])}
+"""
+)
+"""Count the live episodes: ``KEYS`` the live index, environments and counts; ``ARGV`` how
+many episodes past their first possible expiry to look at. Each is counted out if Redis
+has forgotten it, or else looked at again when its current TTL ends (reads and writes
+refresh the TTL, not the index). Replies how many were looked at, and the counts."""
 
 _LEAVE_GROUP = """
 if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) == 0 then
@@ -143,6 +211,9 @@ IDS_PER_SCRIPT = 500
 
 _UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 
+LIVE_CHECKS = 1000
+"""Episodes the live count looks at per script call: each call blocks the Redis server."""
+
 ARCHIVERS = "archivers"
 RECENT_EPISODES = 20_000
 """Episodes whose last version the store remembers (an LRU: memory stays bounded)."""
@@ -163,6 +234,7 @@ class RedisStore(EpisodeStore):
         self._prefix = prefix
         self._stream = f"{prefix}archive"
         self._dead = f"{prefix}archive:dead"
+        self._live_keys = [f"{prefix}live", f"{prefix}live:env", f"{prefix}live:count"]
         self._consumer = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self._claim_after_ms = int(claim_after_seconds * 1000)
         self._group_ready = False
@@ -173,6 +245,7 @@ class RedisStore(EpisodeStore):
         self._dead_letter_script = client.register_script(_DEAD_LETTER)
         self._retry_script = client.register_script(_RETRY_DEAD)
         self._drop_script = client.register_script(_DROP_DEAD)
+        self._live_script = client.register_script(_LIVE)
         self._adds = Coalescer(self._add_all)
         self._loads = Coalescer(self._load_all)
         self._writes = Coalescer(self._replace_all)
@@ -201,8 +274,8 @@ class RedisStore(EpisodeStore):
     def key(self, episode_id: str) -> str:
         return f"{self._prefix}episode:{episode_id}"
 
-    async def add(self, documents: Mapping[str, bytes]) -> None:
-        await self._adds(list(documents.items()))
+    async def add(self, documents: Mapping[str, bytes], env: str) -> None:
+        await self._adds([(episode_id, env, data) for episode_id, data in documents.items()])
 
     async def load(self, episode_id: str, *, cached: bool = False) -> Versioned | None:
         return (await self.load_many([episode_id], cached=cached))[0]
@@ -231,11 +304,14 @@ class RedisStore(EpisodeStore):
 
     # The bulk calls behind the coalescers: one script call each.
 
-    async def _add_all(self, documents: list[tuple[str, bytes]]) -> list[None]:
+    async def _add_all(self, documents: list[tuple[str, str, bytes]]) -> list[None]:
+        args: list[Any] = [self.ttl_seconds]
+        for _, env, data in documents:
+            args += (env, data)
         async with self._available():
             await self._add_script(
-                keys=[self.key(episode_id) for episode_id, _ in documents],
-                args=[self.ttl_seconds, *(data for _, data in documents)],
+                keys=[*self._live_keys, *(self.key(episode_id) for episode_id, _, _ in documents)],
+                args=args,
             )
         return [None] * len(documents)
 
@@ -252,7 +328,12 @@ class RedisStore(EpisodeStore):
             args += (write.version, write.data, write.archive or b"")
         async with self._available():
             replies = await self._replace_script(
-                keys=[self._stream, *(self.key(write.episode_id) for write in writes)], args=args
+                keys=[
+                    self._stream,
+                    *self._live_keys,
+                    *(self.key(write.episode_id) for write in writes),
+                ],
+                args=args,
             )
         return [bool(reply) for reply in replies]
 
@@ -264,6 +345,17 @@ class RedisStore(EpisodeStore):
         item = Versioned(data, int(version))
         self._recent[episode_id] = item
         return item
+
+    async def live(self) -> dict[str, int]:
+        while True:
+            async with self._available():
+                looked_at, counts = await self._live_script(
+                    keys=self._live_keys, args=[LIVE_CHECKS]
+                )
+            if looked_at < LIVE_CHECKS:
+                return {
+                    _text(env): int(n) for env, n in zip(counts[::2], counts[1::2], strict=True)
+                }
 
     async def pending(self, count: int) -> list[Pending]:
         async with self._available():

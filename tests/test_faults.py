@@ -1,0 +1,186 @@
+"""Faults with load running (issue 20): agents play games without pause on a real
+``wander serve`` with Redis (the test's own server, append-only file fsynced at every
+write) and PostgreSQL (behind a proxy the test cuts), while the test
+
+1. kills Redis with SIGKILL and starts it again on the same files;
+2. cuts the database off for a few seconds and restores it;
+3. kills the service with ``kill -9`` and starts it again.
+
+Then it waits for the archive to drain and compares what the clients saw finish with
+what the archive holds: nothing lost, nothing twice. The only 5xx the clients may see
+are 503 ``store_unavailable`` (while Redis is away), which the client retries; while
+the service is away they get no answer at all, and retry too. ``pytest -s`` prints the
+report; README's "Reliability" section quotes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.load import Account, Players, Traffic, account
+from tests.proxy import OutageProxy, behind_proxy
+from tests.redis_server import RedisServer
+from wander.service.archive.migrations import upgrade
+from wander.testing import ServiceProcess
+
+RUN = "faults"
+AOF = ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
+"""Every write on disk before Redis answers it: a kill loses nothing it acknowledged.
+(``everysec``, Redis's default with AOF on, may lose the last second.)"""
+SETTLE_SECONDS = 4.0
+"""Load between faults, so each phase shows the service serving again."""
+RETRYABLE = {"503 store_unavailable"}
+
+
+@dataclass(frozen=True)
+class Phase:
+    """What the clients went through during one fault and the load after it."""
+
+    name: str
+    seconds: float
+    traffic: Traffic
+    finished: int
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    """A Redis of the test's own, its files in a directory removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="wander-faults-") as directory:
+        server = RedisServer(Path(directory), AOF).start()
+        yield server
+        server.stop()
+
+
+@pytest.fixture
+def database(postgresql_url: str) -> Iterator[tuple[OutageProxy, str]]:
+    """The test's PostgreSQL database, migrated, behind a proxy that can cut it off."""
+    upgrade(postgresql_url)
+    with behind_proxy(postgresql_url) as (outage, url):
+        yield outage, url
+
+
+@pytest.fixture
+def wander(
+    redis_server: RedisServer, database: tuple[OutageProxy, str]
+) -> Iterator[ServiceProcess]:
+    environment = {
+        "WANDER_REDIS_URL": redis_server.url,
+        "WANDER_DATABASE_URL": database[1],
+        # What a killed service's archiver had taken is taken over after this long.
+        "WANDER_ARCHIVE_CLAIM_SECONDS": "2",
+        "WANDER_LOG_LEVEL": "warning",
+    }
+    process = ServiceProcess(environment).start()
+    yield process
+    process.stop()
+
+
+class Timeline:
+    """Runs faults one after the other with ``players`` playing, and keeps each phase."""
+
+    def __init__(self, players: Players) -> None:
+        self.players = players
+        self.phases: list[Phase] = []
+
+    async def phase(self, name: str, fault: Callable[[], Awaitable[object]]) -> None:
+        traffic, finished = self.players.traffic.copy(), len(self.players.finished)
+        started = time.monotonic()
+        await fault()
+        await asyncio.sleep(SETTLE_SECONDS)
+        self.phases.append(
+            Phase(
+                name,
+                time.monotonic() - started,
+                self.players.traffic - traffic,
+                len(self.players.finished) - finished,
+            )
+        )
+
+
+@pytest.mark.timeout(300)  # about a minute; restarts take longer on a busy machine
+async def test_faults_under_load_lose_and_duplicate_nothing(
+    wander: ServiceProcess,
+    redis_server: RedisServer,
+    database: tuple[OutageProxy, str],
+    postgresql_url: str,
+) -> None:
+    outage = database[0]
+    players = Players(wander.url, RUN, agents=8)
+    timeline = Timeline(players)
+    playing = asyncio.create_task(players.play())
+
+    async def kill_redis() -> None:
+        redis_server.kill()
+        await asyncio.sleep(1.0)
+        await asyncio.to_thread(redis_server.start)
+
+    async def cut_database() -> None:
+        await asyncio.to_thread(outage.down)
+        await asyncio.sleep(5.0)
+        outage.up()
+
+    async def kill_service() -> None:
+        await asyncio.to_thread(wander.kill)
+        await asyncio.to_thread(wander.start)
+
+    async def nothing() -> None:
+        return None
+
+    try:
+        await timeline.phase("steady load", nothing)
+        await timeline.phase("Redis killed (SIGKILL), restarted after 1 s", kill_redis)
+        await timeline.phase("database cut for 5 s, then restored", cut_database)
+        await timeline.phase("service killed (kill -9), restarted", kill_service)
+    finally:
+        players.stop.set()
+        await asyncio.wait_for(playing, 60)  # each agent finishes its game
+    result = await drained(players.finished, postgresql_url)
+    print(report(timeline.phases, players, result))
+
+    assert result.lost == []
+    assert result.duplicated == []
+    assert players.broken == {}
+    assert set(players.traffic.server_errors) <= RETRYABLE, players.traffic.server_errors
+    assert all(phase.finished > 0 for phase in timeline.phases), "a fault stopped the games"
+
+
+async def drained(finished: dict[str, int], database_url: str) -> Account:
+    """The account once every game the clients saw finish is archived, or after 60 s (the
+    archiver backs off up to 10 s while the database is away)."""
+    deadline = time.monotonic() + 60
+    while True:
+        result = await asyncio.to_thread(account, finished, database_url, RUN)
+        if not result.lost or time.monotonic() > deadline:
+            return result
+        await asyncio.sleep(0.5)
+
+
+def report(phases: list[Phase], players: Players, result: Account) -> str:
+    """The figures README's "Reliability" section quotes."""
+    traffic = players.traffic
+    header = f"{'phase':<46} {'s':>5} {'requests':>8} {'no answer':>9} {'5xx':>5} {'games':>6}"
+    lines = ["", f"fault test: 8 agents, Redis {' '.join(AOF)}, PostgreSQL through a proxy"]
+    lines.append(header)
+    lines += (
+        f"{phase.name:<46} {phase.seconds:>5.1f} {phase.traffic.requests:>8} "
+        f"{phase.traffic.unanswered:>9} {phase.traffic.refused:>5} {phase.finished:>6}"
+        for phase in phases
+    )
+    statuses = dict(sorted(traffic.statuses.items()))
+    lines += [
+        f"requests {traffic.requests}, no answer {traffic.unanswered}, by status {statuses}, "
+        f"5xx {dict(traffic.server_errors) or 0}",
+        f"games finished (as the clients saw them) {result.finished}, archived "
+        f"{result.archived} ({result.unseen} never seen finished), lost {len(result.lost)}, "
+        f"duplicated {len(result.duplicated)}, cut short {len(players.broken)} "
+        f"{dict(Counter(players.broken.values())) or ''}",
+    ]
+    return "\n".join(lines)

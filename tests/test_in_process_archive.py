@@ -1,0 +1,75 @@
+"""The in-process store's finished episodes reach the archive as they finish, so that
+``kill -9`` of its service loses at most those of the last moment (issue 20): the
+archiver is woken by each record queued in the process's backlog, instead of polling it
+every half second (a kill lost what finished in between: 70 games in the attack)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+from tests.agents import random_agent
+from tests.helpers import archived_ids, create, play_game, service
+from tests.load import Players, account
+from wander.service.archive.migrations import upgrade
+from wander.service.settings import Settings
+from wander.testing import ServiceProcess
+
+LOAD_SECONDS = 6.0
+LAST_MOMENT_SECONDS = 0.2
+"""What a kill may lose: the games that finished while the archive writes under way at
+that moment ran; 0.1 to 0.15 s worth of games on the saturated 2-core development
+machine (README's "Reliability"), with a margin, plus a couple."""
+
+
+async def test_a_finished_episode_is_archived_without_waiting_for_a_poll(
+    sqlite_url: str,
+) -> None:
+    upgrade(sqlite_url)
+    async with service(Settings(redis_url=None, database_url=sqlite_url)) as (app, api):
+        app.state.archiver.poll_seconds = 3600
+        await asyncio.sleep(0.7)  # the poll under way ends: the next is an hour away
+        for example in range(3):
+            [episode] = await create(api, example=example, run="woken")
+            await play_game(api, episode, random_agent(example))
+            for _ in range(100):
+                if episode["id"] in await asyncio.to_thread(archived_ids, sqlite_url, "woken"):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError(f"game {example} was not archived while the service ran")
+        assert await app.state.archiver.store.backlog() == 0
+
+
+async def test_kill_9_loses_at_most_the_last_moment(sqlite_url: str) -> None:
+    upgrade(sqlite_url)
+    environment = {
+        "WANDER_REDIS_URL": "",
+        "WANDER_DATABASE_URL": sqlite_url,
+        "WANDER_LOG_LEVEL": "warning",
+    }
+    service = ServiceProcess(environment).start()
+    players = Players(service.url, "kill-9", agents=16)
+    try:
+        playing = asyncio.create_task(players.play())
+        started = time.monotonic()
+        await asyncio.sleep(LOAD_SECONDS)
+        service.kill()  # nothing flushed: what is archived was archived while it ran
+        elapsed = time.monotonic() - started
+        playing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await playing
+    finally:
+        service.kill()
+    result = account(players.finished, sqlite_url, "kill-9")
+    print(
+        f"\nin-process store, kill -9 after {elapsed:.1f} s of load: "
+        f"{result.finished} games finished ({result.finished / elapsed:.0f}/s), "
+        f"{result.archived} archived, {len(result.lost)} lost, "
+        f"{len(result.duplicated)} duplicated, {result.unseen} archived unseen; "
+        f"{players.traffic.requests} requests"
+    )
+    assert result.finished > 20, "the load never got going"
+    assert result.duplicated == []
+    assert len(result.lost) <= 2 + result.finished / elapsed * LAST_MOMENT_SECONDS, result.lost
