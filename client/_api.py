@@ -27,8 +27,7 @@ from wander.client.models import (
     EnvironmentsResponse,
     Episode,
     EpisodeRecord,
-    RunInfo,
-    RunsResponse,
+    RunsPage,
     RunSummary,
     Score,
     StepError,
@@ -149,9 +148,9 @@ def delete(episode_id: str) -> Call[None]:
     return Call("DELETE", f"/v1/episodes/{_segment(episode_id)}", lambda r: None)
 
 
-def runs() -> Call[list[RunInfo]]:
-    adapter = TypeAdapter(RunsResponse)
-    return Call("GET", "/v1/runs", lambda r: adapter.validate_json(r.content).runs)
+def runs(limit: int, offset: int) -> Call[RunsPage]:
+    params = {"limit": limit, "offset": offset}
+    return Call("GET", "/v1/runs", _model(TypeAdapter(RunsPage)), params=params)
 
 
 def dead_letters(limit: int, after: str | None) -> Call[DeadLettersPage]:

@@ -22,7 +22,7 @@ from wander.client.models import (
     DeadLettersPage,
     EnvInfo,
     EpisodeRecord,
-    RunInfo,
+    RunsPage,
     RunSummary,
     Score,
     StepError,
@@ -120,8 +120,9 @@ class AsyncWanderClient:
     async def delete(self, episode_id: str) -> None:
         await self._send(_api.delete(episode_id))
 
-    async def runs(self) -> list[RunInfo]:
-        return await self._send(_api.runs())
+    async def runs(self, *, limit: int = 100, offset: int = 0) -> RunsPage:
+        """A page of the archive's run labels, oldest first; ``total`` counts them all."""
+        return await self._send(_api.runs(limit, offset))
 
     async def dead_letters(self, *, limit: int = 100, after: str | None = None) -> DeadLettersPage:
         """Archive records the database refused, oldest first (admin)."""

@@ -442,8 +442,11 @@ class RunInfo(BaseModel):
     last_finished_at: datetime | None
 
 
-class RunsResponse(BaseModel):
-    runs: list[RunInfo]
+class RunsPage(BaseModel):
+    total: int = Field(description="Run labels in the archive.")
+    limit: int
+    offset: int
+    runs: list[RunInfo] = Field(description="Oldest first (by first episode created, then label).")
 
 
 class NumericSummary(BaseModel):

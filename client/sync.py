@@ -22,7 +22,7 @@ from wander.client.models import (
     DeadLettersPage,
     EnvInfo,
     EpisodeRecord,
-    RunInfo,
+    RunsPage,
     RunSummary,
     Score,
     StepError,
@@ -122,8 +122,9 @@ class WanderClient:
     def delete(self, episode_id: str) -> None:
         self._send(_api.delete(episode_id))
 
-    def runs(self) -> list[RunInfo]:
-        return self._send(_api.runs())
+    def runs(self, *, limit: int = 100, offset: int = 0) -> RunsPage:
+        """A page of the archive's run labels, oldest first; ``total`` counts them all."""
+        return self._send(_api.runs(limit, offset))
 
     def dead_letters(self, *, limit: int = 100, after: str | None = None) -> DeadLettersPage:
         """Archive records the database refused, oldest first (admin)."""

@@ -29,7 +29,9 @@ import sqlalchemy
 from asgi_lifespan import LifespanManager
 from starlette.types import ASGIApp
 
+from tests.helpers import write_archive
 from tests.leaks import LEDGER, MARKER, Ledger
+from tests.records import many_runs
 from wander.service.app import create_app
 from wander.service.archive.migrations import upgrade
 from wander.service.settings import Settings
@@ -199,6 +201,16 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     database = f"sqlite:///{tmp_path_factory.mktemp('live')}/archive.db"
     upgrade(database)
     process = ServiceProcess({"WANDER_DATABASE_URL": database, "WANDER_REDIS_URL": ""}).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def runs_service(sqlite_url: str) -> Iterator[ServiceProcess]:
+    """A real `wander serve` (in-process store) over a SQLite archive holding ``many_runs(10)``."""
+    upgrade(sqlite_url)
+    write_archive(sqlite_url, many_runs(10))
+    process = ServiceProcess({"WANDER_DATABASE_URL": sqlite_url, "WANDER_REDIS_URL": ""}).start()
     yield process
     process.stop()
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import StreamingResponse
 from pydantic import AfterValidator
 
-from wander.client.models import ArchivedEpisodesPage, RunsResponse, RunSummary
+from wander.client.models import ArchivedEpisodesPage, RunsPage, RunSummary
 from wander.service.api.deps import ArchiveDep
 from wander.service.api.errors import ERROR_RESPONSES
 from wander.service.archive import EpisodeFilter
@@ -21,6 +21,8 @@ JSONL_MEDIA_TYPE = "application/x-ndjson"
 MAX_OFFSET = 2**63 - 1
 """SQLite's INTEGER and PostgreSQL's BIGINT, which bind OFFSET, are signed 64-bit:
 one past this is a driver error, not an empty page."""
+PageLimit = Annotated[int, Query(ge=1, le=1000, description="Page size.")]
+PageOffset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Items to skip.")]
 
 
 def _no_nul(text: str) -> str:
@@ -36,9 +38,10 @@ RunLabel = Annotated[StoredText, Path(description="The run label (it may hold sl
 
 
 @router.get("")
-def list_runs(archive: ArchiveDep) -> RunsResponse:
-    """Every run label in the archive, with its episode count and time span."""
-    return RunsResponse(runs=archive.runs())
+def list_runs(archive: ArchiveDep, limit: PageLimit = 100, offset: PageOffset = 0) -> RunsPage:
+    """A page of the run labels in the archive, oldest first, each with its episode
+    count, environments and time span; ``total`` counts them all."""
+    return archive.runs(limit=limit, offset=offset)
 
 
 @router.get(
@@ -59,8 +62,8 @@ def run_episodes(
     ] = None,
     min_reward: Annotated[float | None, Query(allow_inf_nan=False)] = None,
     max_reward: Annotated[float | None, Query(allow_inf_nan=False)] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+    limit: PageLimit = 100,
+    offset: PageOffset = 0,
     output: Annotated[
         Literal["json", "jsonl"],
         Query(
