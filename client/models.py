@@ -30,9 +30,12 @@ from pydantic import (
 SEED_LIMIT = 2**63
 """Seeds are 63-bit (DESIGN §3)."""
 
-INT_RANGE = (-(2**63), 2**63 - 1)
-"""What every integer a request carries must fit: the store's JSON encoder and the
-archive's columns hold signed 64-bit integers, no more."""
+INT_LIMIT = 2**63
+"""Every integer a request carries is below this (and at least ``-INT_LIMIT``): the
+store's JSON encoder and the archive's columns hold signed 64-bit integers, no more.
+Bounds are stated as ``< 2**63`` rather than ``<= 2**63 - 1``: the OpenAPI document
+holds them as floats, which hold a power of two exactly and round 2**63 - 1 up."""
+INT_RANGE = (-INT_LIMIT, INT_LIMIT - 1)
 
 
 def _storable_text(text: str) -> str:
@@ -69,7 +72,7 @@ Text = Annotated[str, AfterValidator(_storable_text)]
 JsonObject = Annotated[dict[str, Any], AfterValidator(_storable_json)]
 """A free-form JSON object of a request, storable as it is."""
 
-Index = Annotated[int, Field(ge=0, le=INT_RANGE[1], strict=True)]
+Index = Annotated[int, Field(ge=0, lt=INT_LIMIT, strict=True)]
 """A count or an index of a request: a JSON integer (not a string or a boolean), >= 0."""
 
 
@@ -312,7 +315,7 @@ class CreateEpisodesRequest(_Request):
     n: int = Field(
         1,
         ge=1,
-        le=INT_RANGE[1],
+        lt=INT_LIMIT,
         strict=True,
         description="Episodes to create: one GRPO group sharing example and seed.",
     )
