@@ -150,6 +150,9 @@ async def test_unknown_ids_and_routes_are_404(api: httpx.AsyncClient) -> None:
     assert route.status_code == 404 and error_of(route)["code"] == "not_found"
     method = await api.put("/v1/episodes")
     assert method.status_code == 405 and error_of(method)["code"] == "method_not_allowed"
+    # A path of two routes allows the methods of both.
+    other = await api.put("/v1/episodes/ep_nope")
+    assert other.status_code == 405 and other.headers["allow"] == "DELETE, GET"
 
 
 async def test_an_oversized_action_is_413_and_changes_nothing(api: httpx.AsyncClient) -> None:
