@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -66,14 +67,29 @@ def _storable_json(value: Any) -> Any:
     return value
 
 
-Text = Annotated[str, AfterValidator(_storable_text)]
+NO_NUL = "^[^\\u0000]*$"
+"""The rule of ``_storable_text`` as a JSON-schema pattern, for the OpenAPI document
+(the validator, not the pattern, checks: its message says what is wrong)."""
+
+Text = Annotated[str, AfterValidator(_storable_text), Field(json_schema_extra={"pattern": NO_NUL})]
 """A string of a request: anything but NUL."""
 
 JsonObject = Annotated[dict[str, Any], AfterValidator(_storable_json)]
 """A free-form JSON object of a request, storable as it is."""
 
-Index = Annotated[int, Field(ge=0, lt=INT_LIMIT, strict=True)]
-"""A count or an index of a request: a JSON integer (not a string or a boolean), >= 0."""
+
+def _whole_number(value: Any) -> Any:
+    """JSON has one kind of number, and ``3.0`` is the integer 3 (as JSON Schema reads
+    it, and as schemathesis sends it): a float with no fraction is taken as its integer."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+WHOLE = BeforeValidator(_whole_number)
+Index = Annotated[int, Field(ge=0, lt=INT_LIMIT, strict=True), WHOLE]
+"""A count or an index of a request, >= 0: a JSON number without a fraction (``3`` or
+``3.0``), never a string or a boolean."""
+Seed = Annotated[int, Field(ge=0, lt=SEED_LIMIT, strict=True), WHOLE]
+GroupSize = Annotated[int, Field(ge=1, lt=INT_LIMIT, strict=True), WHOLE]
 
 
 # Examples for the OpenAPI document (``json_schema_extra``): the README's quick-start
@@ -309,14 +325,9 @@ class CreateEpisodesRequest(_Request):
     example: Index | None = Field(
         None, description="Example index in the split; a random one when left out."
     )
-    seed: int | None = Field(
-        None, ge=0, lt=SEED_LIMIT, strict=True, description="Overrides the example's seed."
-    )
-    n: int = Field(
+    seed: Seed | None = Field(None, description="Overrides the example's seed.")
+    n: GroupSize = Field(
         1,
-        ge=1,
-        lt=INT_LIMIT,
-        strict=True,
         description="Episodes to create: one GRPO group sharing example and seed.",
     )
     run: Text | None = Field(None, min_length=1, max_length=200, description="Run label.")
