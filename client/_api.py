@@ -15,11 +15,13 @@ from pydantic import TypeAdapter
 from wander.client.errors import error_from_response
 from wander.client.models import (
     Action,
+    AllDeadLetters,
     ArchivedEpisodesPage,
     BatchStepItem,
     BatchStepResponse,
     CreateEpisodesRequest,
     CreateEpisodesResponse,
+    DeadLetterIds,
     DeadLettersChanged,
     DeadLetterSelection,
     DeadLettersPage,
@@ -159,13 +161,21 @@ def dead_letters(limit: int, after: str | None) -> Call[DeadLettersPage]:
     return Call("GET", path, _model(TypeAdapter(DeadLettersPage)), params=params)
 
 
-def change_dead_letters(action: str, selection: DeadLetterSelection) -> Call[DeadLettersChanged]:
-    """``retry`` or ``drop``; not retried blindly: a repeat would find the letters gone."""
+def change_dead_letters(
+    action: str, ids: Sequence[str] | None, all: bool
+) -> Call[DeadLettersChanged]:
+    """``retry`` or ``drop`` these ``ids``, or ``all``; not retried blindly: a repeat would
+    find the letters gone."""
+    if bool(ids) == all:
+        raise ValueError("give either ids or all=True, not both or neither")
+    selection: DeadLetterSelection = (
+        AllDeadLetters(all=True) if all else DeadLetterIds(ids=list(ids or ()))
+    )
     return Call(
         "POST",
         f"/v1/admin/dead-letters/{action}",
         _model(TypeAdapter(DeadLettersChanged)),
-        json=selection.model_dump(mode="json", exclude_none=True, exclude_defaults=True),
+        json=selection.model_dump(mode="json"),
         idempotent=False,
     )
 

@@ -25,7 +25,6 @@ from pydantic import (
     StringConstraints,
     Tag,
     model_serializer,
-    model_validator,
 )
 
 SEED_LIMIT = 2**63
@@ -531,19 +530,25 @@ class DeadLettersPage(BaseModel):
     dead_letters: list[DeadLetterInfo] = Field(description="Oldest first.")
 
 
-class DeadLetterSelection(BaseModel):
-    """Which dead letters to act on: ``{"ids": [...]}`` or ``{"all": true}``."""
-
+class _Selection(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    ids: list[DeadLetterId] | None = Field(None, min_length=1, max_length=MAX_DEAD_LETTER_IDS)
-    all: bool = Field(False, description="Every dead letter held when the request arrives.")
 
-    @model_validator(mode="after")
-    def _one_of(self) -> DeadLetterSelection:
-        if (self.ids is None) != self.all:
-            raise ValueError("give either `ids` or `all: true`, not both or neither")
-        return self
+class DeadLetterIds(_Selection):
+    """These dead letters: ``{"ids": [...]}``."""
+
+    ids: list[DeadLetterId] = Field(min_length=1, max_length=MAX_DEAD_LETTER_IDS)
+
+
+class AllDeadLetters(_Selection):
+    """Every dead letter held when the request arrives: ``{"all": true}``."""
+
+    all: Literal[True]
+
+
+DeadLetterSelection = DeadLetterIds | AllDeadLetters
+"""Which dead letters to act on: one shape or the other, never both or neither (two
+models rather than one with a check, so that the OpenAPI document says so too)."""
 
 
 class DeadLettersChanged(BaseModel):

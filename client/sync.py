@@ -18,7 +18,6 @@ from wander.client.models import (
     BatchStepItem,
     CreateEpisodesRequest,
     DeadLettersChanged,
-    DeadLetterSelection,
     DeadLettersPage,
     EnvInfo,
     EpisodeRecord,
@@ -134,15 +133,13 @@ class WanderClient:
         self, ids: Sequence[str] | None = None, *, all: bool = False
     ) -> DeadLettersChanged:
         """Move dead letters (these ``ids``, or ``all``) back to the archive backlog (admin)."""
-        selection = DeadLetterSelection(ids=None if ids is None else list(ids), all=all)
-        return self._send(_api.change_dead_letters("retry", selection))
+        return self._send(_api.change_dead_letters("retry", ids, all))
 
     def drop_dead_letters(
         self, ids: Sequence[str] | None = None, *, all: bool = False
     ) -> DeadLettersChanged:
         """Delete dead letters for good (admin): those episodes are never archived."""
-        selection = DeadLetterSelection(ids=None if ids is None else list(ids), all=all)
-        return self._send(_api.change_dead_letters("drop", selection))
+        return self._send(_api.change_dead_letters("drop", ids, all))
 
     def run(self, name: str) -> RunSummary:
         return self._send(_api.run(name))

@@ -151,6 +151,12 @@ async def test_the_async_client_plays_on_both_stores(app: ASGIApp) -> None:
 def test_requests_are_validated_before_they_are_sent(tmp_path: Path) -> None:
     sent = []
     transport = httpx.MockTransport(lambda request: sent.append(request) or httpx.Response(500))
-    with WanderClient("http://nowhere", transport=transport) as wander, pytest.raises(ValueError):
-        wander.create("tictactoe", n=0)
+    with WanderClient("http://nowhere", transport=transport) as wander:
+        with pytest.raises(ValueError):
+            wander.create("tictactoe", n=0)
+        for both_or_neither in [{"ids": ["1-0"], "all": True}, {}, {"ids": []}]:
+            with pytest.raises(ValueError, match="either ids or all=True"):
+                wander.retry_dead_letters(**both_or_neither)
+            with pytest.raises(ValueError, match="either ids or all=True"):
+                wander.drop_dead_letters(**both_or_neither)
     assert sent == []
