@@ -20,6 +20,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -102,15 +103,22 @@ def redis_url(pytestconfig: pytest.Config) -> Iterator[str]:
     server.wait()
 
 
-@pytest.fixture
-def redis_prefix(redis_url: str, pytestconfig: pytest.Config) -> Iterator[str]:
-    """A key prefix of this test's own, deleted afterwards."""
-    prefix = f"{pytestconfig.stash[LEDGER].redis_namespace}{uuid.uuid4().hex}:"
+@contextmanager
+def redis_keys(redis_url: str, config: pytest.Config) -> Iterator[str]:
+    """A key prefix of its own in the session's namespace, its keys deleted afterwards."""
+    prefix = f"{config.stash[LEDGER].redis_namespace}{uuid.uuid4().hex}:"
     yield prefix
     client = redis.Redis.from_url(redis_url)
     keys = list(client.scan_iter(match=f"{prefix}*"))
     if keys:
         client.delete(*keys)
+
+
+@pytest.fixture
+def redis_prefix(redis_url: str, pytestconfig: pytest.Config) -> Iterator[str]:
+    """A key prefix of this test's own, deleted afterwards."""
+    with redis_keys(redis_url, pytestconfig) as prefix:
+        yield prefix
 
 
 @pytest.fixture(scope="session")
