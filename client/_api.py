@@ -15,11 +15,13 @@ from pydantic import TypeAdapter
 from wander.client.errors import error_from_response
 from wander.client.models import (
     Action,
+    AllDeadLetters,
     ArchivedEpisodesPage,
     BatchStepItem,
     BatchStepResponse,
     CreateEpisodesRequest,
     CreateEpisodesResponse,
+    DeadLetterIds,
     DeadLettersChanged,
     DeadLetterSelection,
     DeadLettersPage,
@@ -27,8 +29,7 @@ from wander.client.models import (
     EnvironmentsResponse,
     Episode,
     EpisodeRecord,
-    RunInfo,
-    RunsResponse,
+    RunsPage,
     RunSummary,
     Score,
     StepError,
@@ -149,9 +150,9 @@ def delete(episode_id: str) -> Call[None]:
     return Call("DELETE", f"/v1/episodes/{_segment(episode_id)}", lambda r: None)
 
 
-def runs() -> Call[list[RunInfo]]:
-    adapter = TypeAdapter(RunsResponse)
-    return Call("GET", "/v1/runs", lambda r: adapter.validate_json(r.content).runs)
+def runs(limit: int, offset: int) -> Call[RunsPage]:
+    params = {"limit": limit, "offset": offset}
+    return Call("GET", "/v1/runs", _model(TypeAdapter(RunsPage)), params=params)
 
 
 def dead_letters(limit: int, after: str | None) -> Call[DeadLettersPage]:
@@ -160,13 +161,21 @@ def dead_letters(limit: int, after: str | None) -> Call[DeadLettersPage]:
     return Call("GET", path, _model(TypeAdapter(DeadLettersPage)), params=params)
 
 
-def change_dead_letters(action: str, selection: DeadLetterSelection) -> Call[DeadLettersChanged]:
-    """``retry`` or ``drop``; not retried blindly: a repeat would find the letters gone."""
+def change_dead_letters(
+    action: str, ids: Sequence[str] | None, all: bool
+) -> Call[DeadLettersChanged]:
+    """``retry`` or ``drop`` these ``ids``, or ``all``; not retried blindly: a repeat would
+    find the letters gone."""
+    if bool(ids) == all:
+        raise ValueError("give either ids or all=True, not both or neither")
+    selection: DeadLetterSelection = (
+        AllDeadLetters(all=True) if all else DeadLetterIds(ids=list(ids or ()))
+    )
     return Call(
         "POST",
         f"/v1/admin/dead-letters/{action}",
         _model(TypeAdapter(DeadLettersChanged)),
-        json=selection.model_dump(mode="json", exclude_none=True, exclude_defaults=True),
+        json=selection.model_dump(mode="json"),
         idempotent=False,
     )
 

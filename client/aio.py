@@ -18,11 +18,10 @@ from wander.client.models import (
     BatchStepItem,
     CreateEpisodesRequest,
     DeadLettersChanged,
-    DeadLetterSelection,
     DeadLettersPage,
     EnvInfo,
     EpisodeRecord,
-    RunInfo,
+    RunsPage,
     RunSummary,
     Score,
     StepError,
@@ -120,8 +119,9 @@ class AsyncWanderClient:
     async def delete(self, episode_id: str) -> None:
         await self._send(_api.delete(episode_id))
 
-    async def runs(self) -> list[RunInfo]:
-        return await self._send(_api.runs())
+    async def runs(self, *, limit: int = 100, offset: int = 0) -> RunsPage:
+        """A page of the archive's run labels, oldest first; ``total`` counts them all."""
+        return await self._send(_api.runs(limit, offset))
 
     async def dead_letters(self, *, limit: int = 100, after: str | None = None) -> DeadLettersPage:
         """Archive records the database refused, oldest first (admin)."""
@@ -131,15 +131,13 @@ class AsyncWanderClient:
         self, ids: Sequence[str] | None = None, *, all: bool = False
     ) -> DeadLettersChanged:
         """Move dead letters (these ``ids``, or ``all``) back to the archive backlog (admin)."""
-        selection = DeadLetterSelection(ids=None if ids is None else list(ids), all=all)
-        return await self._send(_api.change_dead_letters("retry", selection))
+        return await self._send(_api.change_dead_letters("retry", ids, all))
 
     async def drop_dead_letters(
         self, ids: Sequence[str] | None = None, *, all: bool = False
     ) -> DeadLettersChanged:
         """Delete dead letters for good (admin): those episodes are never archived."""
-        selection = DeadLetterSelection(ids=None if ids is None else list(ids), all=all)
-        return await self._send(_api.change_dead_letters("drop", selection))
+        return await self._send(_api.change_dead_letters("drop", ids, all))
 
     async def run(self, name: str) -> RunSummary:
         return await self._send(_api.run(name))

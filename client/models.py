@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -24,15 +25,17 @@ from pydantic import (
     StringConstraints,
     Tag,
     model_serializer,
-    model_validator,
 )
 
 SEED_LIMIT = 2**63
 """Seeds are 63-bit (DESIGN §3)."""
 
-INT_RANGE = (-(2**63), 2**63 - 1)
-"""What every integer a request carries must fit: the store's JSON encoder and the
-archive's columns hold signed 64-bit integers, no more."""
+INT_LIMIT = 2**63
+"""Every integer a request carries is below this (and at least ``-INT_LIMIT``): the
+store's JSON encoder and the archive's columns hold signed 64-bit integers, no more.
+Bounds are stated as ``< 2**63`` rather than ``<= 2**63 - 1``: the OpenAPI document
+holds them as floats, which hold a power of two exactly and round 2**63 - 1 up."""
+INT_RANGE = (-INT_LIMIT, INT_LIMIT - 1)
 
 
 def _storable_text(text: str) -> str:
@@ -63,14 +66,29 @@ def _storable_json(value: Any) -> Any:
     return value
 
 
-Text = Annotated[str, AfterValidator(_storable_text)]
+NO_NUL = "^[^\\u0000]*$"
+"""The rule of ``_storable_text`` as a JSON-schema pattern, for the OpenAPI document
+(the validator, not the pattern, checks: its message says what is wrong)."""
+
+Text = Annotated[str, AfterValidator(_storable_text), Field(json_schema_extra={"pattern": NO_NUL})]
 """A string of a request: anything but NUL."""
 
 JsonObject = Annotated[dict[str, Any], AfterValidator(_storable_json)]
 """A free-form JSON object of a request, storable as it is."""
 
-Index = Annotated[int, Field(ge=0, le=INT_RANGE[1], strict=True)]
-"""A count or an index of a request: a JSON integer (not a string or a boolean), >= 0."""
+
+def _whole_number(value: Any) -> Any:
+    """JSON has one kind of number, and ``3.0`` is the integer 3 (as JSON Schema reads
+    it, and as schemathesis sends it): a float with no fraction is taken as its integer."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+WHOLE = BeforeValidator(_whole_number)
+Index = Annotated[int, Field(ge=0, lt=INT_LIMIT, strict=True), WHOLE]
+"""A count or an index of a request, >= 0: a JSON number without a fraction (``3`` or
+``3.0``), never a string or a boolean."""
+Seed = Annotated[int, Field(ge=0, lt=SEED_LIMIT, strict=True), WHOLE]
+GroupSize = Annotated[int, Field(ge=1, lt=INT_LIMIT, strict=True), WHOLE]
 
 
 # Examples for the OpenAPI document (``json_schema_extra``): the README's quick-start
@@ -313,14 +331,9 @@ class CreateEpisodesRequest(_Request):
     example: Index | None = Field(
         None, description="Example index in the split; a random one when left out."
     )
-    seed: int | None = Field(
-        None, ge=0, lt=SEED_LIMIT, strict=True, description="Overrides the example's seed."
-    )
-    n: int = Field(
+    seed: Seed | None = Field(None, description="Overrides the example's seed.")
+    n: GroupSize = Field(
         1,
-        ge=1,
-        le=INT_RANGE[1],
-        strict=True,
         description="Episodes to create: one GRPO group sharing example and seed.",
     )
     run: Text | None = Field(None, min_length=1, max_length=200, description="Run label.")
@@ -449,8 +462,11 @@ class RunInfo(BaseModel):
     last_finished_at: datetime | None
 
 
-class RunsResponse(BaseModel):
-    runs: list[RunInfo]
+class RunsPage(BaseModel):
+    total: int = Field(description="Run labels in the archive.")
+    limit: int
+    offset: int
+    runs: list[RunInfo] = Field(description="Oldest first (by first episode created, then label).")
 
 
 class NumericSummary(BaseModel):
@@ -521,19 +537,25 @@ class DeadLettersPage(BaseModel):
     dead_letters: list[DeadLetterInfo] = Field(description="Oldest first.")
 
 
-class DeadLetterSelection(BaseModel):
-    """Which dead letters to act on: ``{"ids": [...]}`` or ``{"all": true}``."""
-
+class _Selection(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    ids: list[DeadLetterId] | None = Field(None, min_length=1, max_length=MAX_DEAD_LETTER_IDS)
-    all: bool = Field(False, description="Every dead letter held when the request arrives.")
 
-    @model_validator(mode="after")
-    def _one_of(self) -> DeadLetterSelection:
-        if (self.ids is None) != self.all:
-            raise ValueError("give either `ids` or `all: true`, not both or neither")
-        return self
+class DeadLetterIds(_Selection):
+    """These dead letters: ``{"ids": [...]}``."""
+
+    ids: list[DeadLetterId] = Field(min_length=1, max_length=MAX_DEAD_LETTER_IDS)
+
+
+class AllDeadLetters(_Selection):
+    """Every dead letter held when the request arrives: ``{"all": true}``."""
+
+    all: Literal[True]
+
+
+DeadLetterSelection = DeadLetterIds | AllDeadLetters
+"""Which dead letters to act on: one shape or the other, never both or neither (two
+models rather than one with a check, so that the OpenAPI document says so too)."""
 
 
 class DeadLettersChanged(BaseModel):

@@ -18,11 +18,10 @@ from wander.client.models import (
     BatchStepItem,
     CreateEpisodesRequest,
     DeadLettersChanged,
-    DeadLetterSelection,
     DeadLettersPage,
     EnvInfo,
     EpisodeRecord,
-    RunInfo,
+    RunsPage,
     RunSummary,
     Score,
     StepError,
@@ -122,8 +121,9 @@ class WanderClient:
     def delete(self, episode_id: str) -> None:
         self._send(_api.delete(episode_id))
 
-    def runs(self) -> list[RunInfo]:
-        return self._send(_api.runs())
+    def runs(self, *, limit: int = 100, offset: int = 0) -> RunsPage:
+        """A page of the archive's run labels, oldest first; ``total`` counts them all."""
+        return self._send(_api.runs(limit, offset))
 
     def dead_letters(self, *, limit: int = 100, after: str | None = None) -> DeadLettersPage:
         """Archive records the database refused, oldest first (admin)."""
@@ -133,15 +133,13 @@ class WanderClient:
         self, ids: Sequence[str] | None = None, *, all: bool = False
     ) -> DeadLettersChanged:
         """Move dead letters (these ``ids``, or ``all``) back to the archive backlog (admin)."""
-        selection = DeadLetterSelection(ids=None if ids is None else list(ids), all=all)
-        return self._send(_api.change_dead_letters("retry", selection))
+        return self._send(_api.change_dead_letters("retry", ids, all))
 
     def drop_dead_letters(
         self, ids: Sequence[str] | None = None, *, all: bool = False
     ) -> DeadLettersChanged:
         """Delete dead letters for good (admin): those episodes are never archived."""
-        selection = DeadLetterSelection(ids=None if ids is None else list(ids), all=all)
-        return self._send(_api.change_dead_letters("drop", selection))
+        return self._send(_api.change_dead_letters("drop", ids, all))
 
     def run(self, name: str) -> RunSummary:
         return self._send(_api.run(name))

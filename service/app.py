@@ -16,6 +16,7 @@ from wander.service.api.docs import install_docs
 from wander.service.api.errors import install_error_handlers
 from wander.service.api.limits import BodyLimitMiddleware
 from wander.service.api.observability import ObservabilityMiddleware
+from wander.service.api.openapi import install_openapi
 from wander.service.archive import Archive
 from wander.service.archiver import Archiver
 from wander.service.catalog import Catalog
@@ -82,6 +83,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(admin.router)
     install_docs(app)
+    install_openapi(app)
     return app
 
 

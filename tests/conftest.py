@@ -20,6 +20,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -29,7 +30,9 @@ import sqlalchemy
 from asgi_lifespan import LifespanManager
 from starlette.types import ASGIApp
 
+from tests.helpers import write_archive
 from tests.leaks import LEDGER, MARKER, Ledger
+from tests.records import many_runs
 from wander.service.app import create_app
 from wander.service.archive.migrations import upgrade
 from wander.service.settings import Settings
@@ -100,15 +103,22 @@ def redis_url(pytestconfig: pytest.Config) -> Iterator[str]:
     server.wait()
 
 
-@pytest.fixture
-def redis_prefix(redis_url: str, pytestconfig: pytest.Config) -> Iterator[str]:
-    """A key prefix of this test's own, deleted afterwards."""
-    prefix = f"{pytestconfig.stash[LEDGER].redis_namespace}{uuid.uuid4().hex}:"
+@contextmanager
+def redis_keys(redis_url: str, config: pytest.Config) -> Iterator[str]:
+    """A key prefix of its own in the session's namespace, its keys deleted afterwards."""
+    prefix = f"{config.stash[LEDGER].redis_namespace}{uuid.uuid4().hex}:"
     yield prefix
     client = redis.Redis.from_url(redis_url)
     keys = list(client.scan_iter(match=f"{prefix}*"))
     if keys:
         client.delete(*keys)
+
+
+@pytest.fixture
+def redis_prefix(redis_url: str, pytestconfig: pytest.Config) -> Iterator[str]:
+    """A key prefix of this test's own, deleted afterwards."""
+    with redis_keys(redis_url, pytestconfig) as prefix:
+        yield prefix
 
 
 @pytest.fixture(scope="session")
@@ -199,6 +209,16 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     database = f"sqlite:///{tmp_path_factory.mktemp('live')}/archive.db"
     upgrade(database)
     process = ServiceProcess({"WANDER_DATABASE_URL": database, "WANDER_REDIS_URL": ""}).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def runs_service(sqlite_url: str) -> Iterator[ServiceProcess]:
+    """A real `wander serve` (in-process store) over a SQLite archive holding ``many_runs(10)``."""
+    upgrade(sqlite_url)
+    write_archive(sqlite_url, many_runs(10))
+    process = ServiceProcess({"WANDER_DATABASE_URL": sqlite_url, "WANDER_REDIS_URL": ""}).start()
     yield process
     process.stop()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
@@ -14,6 +14,7 @@ from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
 
 from tests.agents import Agent
+from wander.client.models import EpisodeRecord
 from wander.service.app import create_app
 from wander.service.archive import Archive, EpisodeFilter
 from wander.service.settings import Settings
@@ -114,3 +115,12 @@ def archived_ids(database_url: str, run: str) -> list[str]:
     finally:
         archive.dispose()
     return [episode.id for episode in page.episodes]
+
+
+def write_archive(database_url: str, records: Sequence[EpisodeRecord]) -> None:
+    """``records`` written straight into the (migrated) archive at ``database_url``."""
+    archive = Archive(database_url)
+    try:
+        archive.write(records)
+    finally:
+        archive.dispose()

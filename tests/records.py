@@ -77,3 +77,31 @@ def with_outcome(record: EpisodeRecord, outcome: str) -> EpisodeRecord:
     """``record`` with another ``outcome``: one longer than its column is refused by
     PostgreSQL (SQLite stores it anyway)."""
     return record.model_copy(update={"score": record.score.model_copy(update={"outcome": outcome})})
+
+
+def many_runs(count: int) -> list[EpisodeRecord]:
+    """One to three episodes for each of ``count`` runs (``count`` prime to 7), plus one
+    unlabelled: the labels sort otherwise than the runs were created, and the runs start
+    three at a time at the same moment, so that only the label orders those."""
+    records = []
+    for k in range(count):
+        run = f"run-{7 * k % count:03d}"
+        for j in range(k % 3 + 1):
+            created = T0 + timedelta(seconds=10 * (k // 3) + j)
+            record = tictactoe_record(len(records), "win", run=run)
+            records.append(record.model_copy(update={
+                "created_at": created,
+                "updated_at": created + timedelta(seconds=1),
+                "finished_at": created + timedelta(seconds=1),
+            }))  # fmt: skip
+    return [*records, tictactoe_record(len(records), "win", run=None)]
+
+
+def oldest_first(records: list[EpisodeRecord]) -> list[str]:
+    """The run labels of ``records`` as ``GET /v1/runs`` orders them: by the creation of
+    each run's first episode, then by label."""
+    first: dict[str, datetime] = {}
+    for record in records:
+        if record.run is not None:
+            first[record.run] = min(first.get(record.run, record.created_at), record.created_at)
+    return sorted(first, key=lambda run: (first[run], run))

@@ -93,3 +93,24 @@ def _validates(model: type[BaseModel], example: Any) -> None:
     parsed = model.model_validate(example)
     dumped = parsed.model_dump(mode="json", exclude_unset=True)
     assert dumped == example, f"{model.__name__}'s example has fields the model drops"
+
+
+BOUNDS = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
+
+
+def _bounds(node: Any) -> list[Any]:
+    if isinstance(node, list):
+        return [bound for item in node for bound in _bounds(item)]
+    if isinstance(node, dict):
+        return [bound for key, value in node.items()
+                for bound in ([value] if key in BOUNDS else _bounds(value))]  # fmt: skip
+    return []
+
+
+async def test_the_documents_bounds_are_the_models_exact_numbers(api: httpx.AsyncClient) -> None:
+    """Not floats: as one, 2**63 - 1 would read 2**63, a number the service refuses."""
+    schema = (await api.get("/openapi.json")).json()
+    bounds = _bounds(schema)
+    assert bounds and all(isinstance(bound, int) for bound in bounds), bounds
+    step = schema["components"]["schemas"]["StepRequest"]["properties"]["turn"]["anyOf"][0]
+    assert step == {"type": "integer", "minimum": 0, "exclusiveMaximum": 2**63}

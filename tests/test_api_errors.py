@@ -106,6 +106,7 @@ async def test_numbers_and_text_the_archive_cannot_hold_are_422(
         ({"action": "x", "turn": False}, ["body", "turn"]),
         ({"action": "x", "turn": "0"}, ["body", "turn"]),
         ({"action": "x", "turn": 2**63}, ["body", "turn"]),
+        ({"action": "x", "turn": 0.5}, ["body", "turn"]),
         ({"action": "a\u0000b"}, ["body", "action", "text"]),
         ({"action": {"content": "a\u0000b"}}, ["body", "action", "message", "content"]),
         ({"action": "x", "turn": "first"}, ["body", "turn"]),
@@ -122,6 +123,14 @@ async def test_bad_step_requests(api: httpx.AsyncClient, body: Any, loc: list[An
     if loc is not None:
         assert loc in [detail["loc"] for detail in error["details"]]
     assert (await api.get(f"/v1/episodes/{episode['id']}")).json()["turn"] == 0
+
+
+async def test_a_whole_number_spelled_as_a_float_is_that_integer(api: httpx.AsyncClient) -> None:
+    """JSON has one kind of number: ``0.0`` is 0, as the OpenAPI document (JSON Schema) says."""
+    [first, second] = await create(api, example=3.0, seed=7.0, n=2.0)
+    assert (first["example"], first["seed"]) == (3, 7) and second["group"] == first["group"]
+    response = await api.post(f"/v1/episodes/{first['id']}/step", json={"action": "x", "turn": 0.0})
+    assert response.status_code == 200 and response.json()["turn"] == 1
 
 
 async def test_malformed_json_and_non_json_bodies_are_400(api: httpx.AsyncClient) -> None:
@@ -150,6 +159,9 @@ async def test_unknown_ids_and_routes_are_404(api: httpx.AsyncClient) -> None:
     assert route.status_code == 404 and error_of(route)["code"] == "not_found"
     method = await api.put("/v1/episodes")
     assert method.status_code == 405 and error_of(method)["code"] == "method_not_allowed"
+    # A path of two routes allows the methods of both.
+    other = await api.put("/v1/episodes/ep_nope")
+    assert other.status_code == 405 and other.headers["allow"] == "DELETE, GET"
 
 
 async def test_an_oversized_action_is_413_and_changes_nothing(api: httpx.AsyncClient) -> None:

@@ -78,10 +78,15 @@ def test_unknown_run_is_run_not_found(archive: Archive) -> None:
 
 
 def test_runs_are_listed(archive: Archive) -> None:
-    runs = {run.run: run for run in archive.runs()}
-    assert set(runs) == {"run-a", "run-b"}
-    assert runs["run-a"].episodes == 11 and runs["run-a"].envs == ["tictactoe"]
-    assert runs["run-b"].episodes == 1
+    page = archive.runs(limit=100, offset=0)
+    assert (page.total, page.limit, page.offset) == (2, 100, 0)
+    run_a, run_b = page.runs
+    assert (run_a.run, run_a.episodes, run_a.envs) == ("run-a", 11, ["tictactoe"])
+    assert (run_b.run, run_b.episodes) == ("run-b", 1)
+    assert run_a.first_created_at == tictactoe_record(0, "win").created_at
+    assert run_a.last_finished_at == tictactoe_record(10, None).finished_at
+    second = archive.runs(limit=1, offset=1)
+    assert second.total == 2 and [run.run for run in second.runs] == ["run-b"]
 
 
 @pytest.mark.parametrize(

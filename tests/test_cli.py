@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.agents import perfect_agent, random_agent
+from tests.records import many_runs, oldest_first
 from wander.cli import app
 from wander.testing import ServiceProcess, free_port
 
@@ -137,10 +138,42 @@ def test_export_reports_service_errors_and_writes_nothing(
     assert list(output.parent.iterdir()) == [output]
 
 
+def test_runs_lists_a_page_of_runs_and_says_where_the_next_starts(
+    runs_service: ServiceProcess,
+) -> None:
+    url = ["--url", runs_service.url]
+    order = oldest_first(many_runs(10))
+    middle = runner.invoke(app, ["runs", "--limit", "4", "--offset", "4", *url])
+    assert middle.exit_code == 0, middle.output
+    listed = [line.split("│")[1].strip() for line in middle.output.splitlines() if "run-" in line]
+    assert listed == order[4:8]
+    assert middle.output.splitlines()[-1] == "Runs 5 to 8 of 10; the next with --offset 8"
+    last = runner.invoke(app, ["runs", "--offset", "8", *url])
+    assert last.output.splitlines()[-1] == "Runs 9 to 10 of 10"
+    past = runner.invoke(app, ["runs", "--offset", "10", *url])
+    assert (
+        past.exit_code == 0 and past.output == "No runs past the first 10: the archive holds 10.\n"
+    )
+    for bad in [
+        ["--limit", "0"],
+        ["--limit", "1001"],
+        ["--offset", "-1"],
+        ["--offset", str(2**63)],
+    ]:
+        refused = runner.invoke(app, ["runs", *bad, *url])
+        assert refused.exit_code == 2 and "Invalid value for" in refused.output, bad
+
+
+def test_runs_on_an_empty_archive(server: ServiceProcess) -> None:
+    result = runner.invoke(app, ["runs", "--url", server.url])
+    assert result.exit_code == 0 and result.output == "No runs in the archive.\n"
+
+
 SERVICE_COMMANDS = [
     ["envs"],
     ["eval", "tictactoe", "--policy", "random", "-n", "1"],
     ["play"],
+    ["runs"],
     ["export", "some-run", "-o", "export.jsonl"],
     ["train", "warmup-data", "-o", "warmup.jsonl", "-n", "1"],
 ]

@@ -10,6 +10,8 @@ import pytest
 from starlette.types import ASGIApp
 
 from tests.agents import answer, perfect_agent
+from tests.helpers import service, write_archive
+from tests.records import many_runs, oldest_first
 from wander.client import (
     AsyncWanderClient,
     EnvNotFound,
@@ -24,6 +26,8 @@ from wander.client import (
     TurnMismatch,
     WanderClient,
 )
+from wander.service.archive.migrations import upgrade
+from wander.service.settings import Settings
 from wander.testing import ServiceProcess
 
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
@@ -67,7 +71,7 @@ def test_the_blocking_client_covers_the_api(live: ServiceProcess) -> None:
         assert wander.episode(other.id).status == "aborted"
 
         for _ in range(50):  # the archive writes behind
-            if any(run.run == "client" and run.episodes == 2 for run in wander.runs()):
+            if any(run.run == "client" and run.episodes == 2 for run in wander.runs().runs):
                 break
             time.sleep(0.1)
         summary = wander.run("client")
@@ -104,6 +108,34 @@ def test_errors_are_typed(live: ServiceProcess) -> None:
             wander.step(episode.id, "again", turn=2)
 
 
+def test_the_blocking_client_pages_through_the_runs(runs_service: ServiceProcess) -> None:
+    with WanderClient(runs_service.url) as wander:
+        pages = [wander.runs(limit=4, offset=offset) for offset in (0, 4, 8)]
+        with pytest.raises(InvalidRequest) as invalid:
+            wander.runs(offset=2**63)
+    assert [(page.total, page.limit, page.offset) for page in pages] == [
+        (10, 4, o) for o in (0, 4, 8)
+    ]
+    assert [run.run for page in pages for run in page.runs] == oldest_first(many_runs(10))
+    assert invalid.value.details[0]["loc"] == ["query", "offset"]
+
+
+async def test_the_async_client_pages_through_the_runs(sqlite_url: str) -> None:
+    records = many_runs(10)
+    upgrade(sqlite_url)
+    write_archive(sqlite_url, records)
+    async with service(Settings(redis_url=None, database_url=sqlite_url)) as (app, _):
+        transport = httpx.ASGITransport(app=app)
+        async with AsyncWanderClient("http://wander.test", transport=transport) as wander:
+            pages = [await wander.runs(limit=3, offset=offset) for offset in range(0, 12, 3)]
+            with pytest.raises(InvalidRequest) as invalid:
+                await wander.runs(limit=1001)
+    assert [len(page.runs) for page in pages] == [3, 3, 3, 1]
+    assert {page.total for page in pages} == {10}
+    assert [run.run for page in pages for run in page.runs] == oldest_first(records)
+    assert invalid.value.details[0]["loc"] == ["query", "limit"]
+
+
 async def test_the_async_client_plays_on_both_stores(app: ASGIApp) -> None:
     transport = httpx.ASGITransport(app=app)
     async with AsyncWanderClient("http://wander.test", transport=transport) as wander:
@@ -119,6 +151,12 @@ async def test_the_async_client_plays_on_both_stores(app: ASGIApp) -> None:
 def test_requests_are_validated_before_they_are_sent(tmp_path: Path) -> None:
     sent = []
     transport = httpx.MockTransport(lambda request: sent.append(request) or httpx.Response(500))
-    with WanderClient("http://nowhere", transport=transport) as wander, pytest.raises(ValueError):
-        wander.create("tictactoe", n=0)
+    with WanderClient("http://nowhere", transport=transport) as wander:
+        with pytest.raises(ValueError):
+            wander.create("tictactoe", n=0)
+        for both_or_neither in [{"ids": ["1-0"], "all": True}, {}, {"ids": []}]:
+            with pytest.raises(ValueError, match="either ids or all=True"):
+                wander.retry_dead_letters(**both_or_neither)
+            with pytest.raises(ValueError, match="either ids or all=True"):
+                wander.drop_dead_letters(**both_or_neither)
     assert sent == []

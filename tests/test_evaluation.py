@@ -38,7 +38,7 @@ def asgi_client(app: ASGIApp) -> AsyncWanderClient:
 
 async def archived_summary(wander: AsyncWanderClient, run: str, episodes: int) -> Any:
     for _ in range(100):
-        runs = {info.run: info.episodes for info in await wander.runs()}
+        runs = {info.run: info.episodes for info in (await wander.runs()).runs}
         if runs.get(run) == episodes:
             return await wander.run(run)
         await asyncio.sleep(0.1)

@@ -60,7 +60,7 @@ def test_grpo_steps_train_on_the_models_tokens_only(
         trainer.rollout_func = lambda prompts, t: outputs.append(rollout(prompts, t)) or outputs[-1]
         trainer.train()
         for _ in range(50):  # the archive writes behind (the run is unknown until then)
-            if any(r.run == "grpo-e2e" and r.episodes == 16 for r in client.runs()):
+            if any(r.run == "grpo-e2e" and r.episodes == 16 for r in client.runs().runs):
                 break
             time.sleep(0.1)
         page = client.episodes("grpo-e2e", limit=1000)

@@ -7,17 +7,16 @@ import json
 import math
 from collections import Counter
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 
 from tests.agents import answer, perfect_agent, random_agent
-from tests.helpers import create, error_of, play_game, step
-from tests.records import tictactoe_record
-from wander.service.app import create_app
-from wander.service.archive import Archive
+from tests.helpers import create, error_of, play_game, service, step, write_archive
+from tests.records import many_runs, oldest_first, tictactoe_record
+from wander.client.models import EpisodeRecord
 from wander.service.settings import Settings
 
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
@@ -76,8 +75,9 @@ async def test_a_runs_summary_matches_its_games(api: httpx.AsyncClient) -> None:
     totals = [s["total"] for s in scores]
     assert math.isclose(summary["reward"]["mean"], math.fsum(totals) / 12, abs_tol=1e-12)
     assert summary["reward"]["max"] == max(totals) and summary["reward"]["min"] == min(totals)
-    runs = (await api.get("/v1/runs")).json()["runs"]
-    assert [r["run"] for r in runs] == ["known"] and runs[0]["episodes"] == 13
+    runs = (await api.get("/v1/runs")).json()
+    assert runs["total"] == 1 and [r["run"] for r in runs["runs"]] == ["known"]
+    assert runs["runs"][0]["episodes"] == 13 and runs["runs"][0]["envs"] == ["tictactoe"]
 
 
 async def test_export_without_losses_has_exactly_the_other_games(api: httpx.AsyncClient) -> None:
@@ -108,23 +108,64 @@ async def test_export_without_losses_has_exactly_the_other_games(api: httpx.Asyn
         assert all(m["content"] for m in transcript)
 
 
+@asynccontextmanager
+async def serving(
+    database_url: str, records: list[EpisodeRecord]
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The service (in-process store) over the archive at ``database_url``, holding ``records``."""
+    write_archive(database_url, records)
+    async with service(Settings(redis_url=None, database_url=database_url)) as (_, api):
+        yield api
+
+
 @pytest.fixture
 async def archived_api(database_url: str) -> AsyncIterator[httpx.AsyncClient]:
     """The service over an archive on SQLite and on PostgreSQL holding run-a's
     episodes ep_0000 (a win) and ep_0001 (a loss)."""
-    archive = Archive(database_url)
-    archive.write([tictactoe_record(0, "win"), tictactoe_record(1, "loss")])
-    archive.dispose()
-    settings = Settings(redis_url=None, database_url=database_url)
-    async with LifespanManager(create_app(settings)) as manager:
-        transport = httpx.ASGITransport(app=manager.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://wander.test") as api:
-            yield api
+    async with serving(
+        database_url, [tictactoe_record(0, "win"), tictactoe_record(1, "loss")]
+    ) as api:
+        yield api
+
+
+async def test_paging_through_the_runs_yields_each_once_in_order(database_url: str) -> None:
+    records = many_runs(31)
+    async with serving(database_url, records) as api:
+        pages = []
+        for offset in range(0, 35, 7):
+            page = (await api.get("/v1/runs", params={"limit": 7, "offset": offset})).json()
+            assert (page["total"], page["limit"], page["offset"]) == (31, 7, offset)
+            pages.append(page["runs"])
+        everything = (await api.get("/v1/runs")).json()
+        last = (await api.get("/v1/runs", params={"offset": 2**63 - 1})).json()
+    assert [len(runs) for runs in pages] == [7, 7, 7, 7, 3]
+    runs = [run for page in pages for run in page]
+    assert [run["run"] for run in runs] == oldest_first(records)
+    assert everything == {"total": 31, "limit": 100, "offset": 0, "runs": runs}
+    assert Counter({run["run"]: run["episodes"] for run in runs}) == Counter(
+        record.run for record in records if record.run is not None
+    )
+    assert last == {"total": 31, "limit": 100, "offset": 2**63 - 1, "runs": []}
+
+
+BAD_PAGES: list[dict[str, Any]] = [
+    {"limit": 0}, {"limit": 1001}, {"limit": 2**63}, {"limit": "ten"}, {"offset": -1},
+    {"offset": 2**63}, {"offset": 2**64}, {"offset": 10**30}, {"offset": "1e3"},
+]  # fmt: skip
+
+
+async def test_out_of_range_pages_of_runs_are_validation_errors(
+    archived_api: httpx.AsyncClient,
+) -> None:
+    for params in BAD_PAGES:
+        response = await archived_api.get("/v1/runs", params=params)
+        assert response.status_code == 422, params
+        [error] = error_of(response)["details"]
+        assert error["loc"] == ["query", next(iter(params))], params
 
 
 BAD_QUERIES: list[dict[str, Any]] = [
-    {"limit": 0}, {"limit": 5000}, {"limit": 2**63}, {"offset": -1}, {"offset": 2**63},
-    {"offset": 2**64}, {"offset": "1e3"}, {"format": "csv"}, {"status": "active"},
+    *BAD_PAGES, {"format": "csv"}, {"status": "active"},
     {"min_reward": "high"}, {"min_reward": "nan"}, {"max_reward": "nan"}, {"min_reward": "inf"},
     {"max_reward": "-inf"}, {"min_reward": "Infinity"}, {"max_reward": "1e400"},
     {"env": "tic\x00tac"}, {"outcome": ["win", "lo\x00ss"]}, {"exclude_outcome": "\x00"},

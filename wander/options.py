@@ -65,6 +65,14 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(1)
 
 
+def printable(text: str | None) -> str:
+    """``text`` safe for a terminal: control characters (a run label may hold NUL)
+    written as escapes; a missing value as ``-``."""
+    if text is None:
+        return "-"
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
 def talks_to_service(command: Callable[P, R]) -> Callable[P, R]:
     """For a command that talks to the service: an unreachable service is one line that
     names the URL tried and how to change it; an error the service answered is a

@@ -18,6 +18,7 @@ from fastapi import APIRouter, Query
 from wander.client.models import (
     MAX_DEAD_LETTER_IDS,
     DeadLetterId,
+    DeadLetterIds,
     DeadLetterInfo,
     DeadLettersChanged,
     DeadLetterSelection,
@@ -67,12 +68,15 @@ async def drop_dead_letters(
 
 
 async def _ids(selection: DeadLetterSelection, store: EpisodeStore) -> list[str]:
-    return await store.dead_letter_ids() if selection.ids is None else selection.ids
+    if isinstance(selection, DeadLetterIds):
+        return selection.ids
+    return await store.dead_letter_ids()
 
 
 def _changed(selection: DeadLetterSelection, done: list[str]) -> DeadLettersChanged:
+    asked = selection.ids if isinstance(selection, DeadLetterIds) else []
     acted = set(done)
-    missing = [i for i in dict.fromkeys(selection.ids or ()) if i not in acted]
+    missing = [i for i in dict.fromkeys(asked) if i not in acted]
     return DeadLettersChanged(ids=done, missing=missing)
 
 

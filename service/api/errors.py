@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
+from starlette.routing import Match
 
 from wander.client.models import ErrorResponse
 from wander.service import metrics
@@ -42,6 +43,7 @@ STATUS_BY_CODE = {
     "env_busy": 503,
     "archive_stalled": 503,
 }
+METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
 RETRY_AFTER_SECONDS = 1
 CLIENT_CLOSED_REQUEST = 499
 """nginx's status for a request whose client left before the answer: never sent (no one
@@ -92,7 +94,23 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
         exc.status_code, "http_error"
     )
-    return error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)
+    headers = exc.headers
+    if exc.status_code == 405:
+        headers = {**(headers or {}), "Allow": _allowed_methods(request)}
+    return error_response(exc.status_code, code, str(exc.detail), headers=headers)
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method some route takes at this path. Starlette's ``Allow`` names those of
+    the first route with the path only, so a path served by two routes (GET and DELETE
+    ``/v1/episodes/{id}``) would deny one of them (schemathesis found it)."""
+    routes = request.app.router.routes
+    return ", ".join(
+        method
+        for method in METHODS
+        if any(route.matches({**request.scope, "method": method})[0] is Match.FULL
+               for route in routes)
+    )  # fmt: skip
 
 
 async def _client_disconnect(request: Request, exc: Exception) -> Response:

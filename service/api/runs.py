@@ -6,9 +6,8 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import StreamingResponse
-from pydantic import AfterValidator
 
-from wander.client.models import ArchivedEpisodesPage, RunsResponse, RunSummary
+from wander.client.models import ArchivedEpisodesPage, RunsPage, RunSummary, Text
 from wander.service.api.deps import ArchiveDep
 from wander.service.api.errors import ERROR_RESPONSES
 from wander.service.archive import EpisodeFilter
@@ -21,24 +20,16 @@ JSONL_MEDIA_TYPE = "application/x-ndjson"
 MAX_OFFSET = 2**63 - 1
 """SQLite's INTEGER and PostgreSQL's BIGINT, which bind OFFSET, are signed 64-bit:
 one past this is a driver error, not an empty page."""
-
-
-def _no_nul(text: str) -> str:
-    # PostgreSQL text cannot hold NUL, so the driver refuses to even compare with one.
-    if "\x00" in text:
-        raise ValueError("must not contain a NUL character")
-    return text
-
-
-StoredText = Annotated[str, AfterValidator(_no_nul)]
-"""A run label or filter value: any text the archive can store."""
-RunLabel = Annotated[StoredText, Path(description="The run label (it may hold slashes).")]
+PageLimit = Annotated[int, Query(ge=1, le=1000, description="Page size.")]
+PageOffset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Items to skip.")]
+RunLabel = Annotated[Text, Path(description="The run label (it may hold slashes).")]
 
 
 @router.get("")
-def list_runs(archive: ArchiveDep) -> RunsResponse:
-    """Every run label in the archive, with its episode count and time span."""
-    return RunsResponse(runs=archive.runs())
+def list_runs(archive: ArchiveDep, limit: PageLimit = 100, offset: PageOffset = 0) -> RunsPage:
+    """A page of the run labels in the archive, oldest first, each with its episode
+    count, environments and time span; ``total`` counts them all."""
+    return archive.runs(limit=limit, offset=offset)
 
 
 @router.get(
@@ -49,18 +40,18 @@ def list_runs(archive: ArchiveDep) -> RunsResponse:
 def run_episodes(
     run: RunLabel,
     archive: ArchiveDep,
-    env: StoredText | None = None,
+    env: Text | None = None,
     status: Literal["done", "aborted"] | None = None,
     outcome: Annotated[
-        list[StoredText] | None, Query(description="Keep these outcomes (repeatable).")
+        list[Text] | None, Query(description="Keep these outcomes (repeatable).")
     ] = None,
     exclude_outcome: Annotated[
-        list[StoredText] | None, Query(description="Drop these outcomes (repeatable).")
+        list[Text] | None, Query(description="Drop these outcomes (repeatable).")
     ] = None,
     min_reward: Annotated[float | None, Query(allow_inf_nan=False)] = None,
     max_reward: Annotated[float | None, Query(allow_inf_nan=False)] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+    limit: PageLimit = 100,
+    offset: PageOffset = 0,
     output: Annotated[
         Literal["json", "jsonl"],
         Query(

@@ -18,7 +18,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
-from wander.client.models import ArchivedEpisodesPage, EpisodeRecord, RunInfo, RunSummary, Score
+from wander.client.models import (
+    ArchivedEpisodesPage,
+    EpisodeRecord,
+    RunInfo,
+    RunsPage,
+    RunSummary,
+    Score,
+)
 from wander.client.summary import RunAggregate
 from wander.service.archive.connect import make_engine
 from wander.service.archive.migrations import current_revision, head_revision
@@ -137,33 +144,45 @@ class Archive:
                     raise
                 raise WriteRefused(_reason(exc)) from exc
 
-    def runs(self) -> list[RunInfo]:
+    def runs(self, *, limit: int, offset: int) -> RunsPage:
+        """A page of the run labels, oldest first: by their first episode's creation, then
+        by label, so that equal times still give one order and every page its own runs."""
+        labelled = ArchivedEpisode.run.is_not(None)
+        first_created = func.min(ArchivedEpisode.created_at)
         query = (
             select(
                 ArchivedEpisode.run,
                 func.count(),
-                func.min(ArchivedEpisode.created_at),
+                first_created,
                 func.max(ArchivedEpisode.finished_at),
             )
-            .where(ArchivedEpisode.run.is_not(None))
+            .where(labelled)
             .group_by(ArchivedEpisode.run)
-            .order_by(func.min(ArchivedEpisode.created_at))
+            .order_by(first_created, ArchivedEpisode.run)
+            .limit(limit)
+            .offset(offset)
         )
-        envs_query = select(ArchivedEpisode.run, ArchivedEpisode.env).distinct()
+        count = select(func.count(ArchivedEpisode.run.distinct())).where(labelled)
         with self._available(), self.engine.connect() as connection:
+            total = connection.execute(count).scalar_one()
+            rows = connection.execute(query).all()
             envs: dict[str, list[str]] = {}
-            for run, env in connection.execute(envs_query.where(ArchivedEpisode.run.is_not(None))):
-                envs.setdefault(run, []).append(env)
-            return [
-                RunInfo(
-                    run=run,
-                    episodes=count,
-                    envs=sorted(envs[run]),
-                    first_created_at=_utc(first),
-                    last_finished_at=_utc(last),
-                )
-                for run, count, first, last in connection.execute(query)
-            ]
+            if rows:
+                pairs = select(ArchivedEpisode.run, ArchivedEpisode.env).distinct()
+                on_page = ArchivedEpisode.run.in_([run for run, *_ in rows])
+                for run, env in connection.execute(pairs.where(on_page)):
+                    envs.setdefault(run, []).append(env)
+        runs = [
+            RunInfo(
+                run=run,
+                episodes=episodes,
+                envs=sorted(envs[run]),
+                first_created_at=_utc(first),
+                last_finished_at=_utc(last),
+            )
+            for run, episodes, first, last in rows
+        ]
+        return RunsPage(total=total, limit=limit, offset=offset, runs=runs)
 
     def summary(self, run: str) -> RunSummary:
         query = select(

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from wander.options import ApiKeyOption, UrlOption, fail, talks_to_service
+from wander.options import ApiKeyOption, UrlOption, fail, printable, talks_to_service
 
 archive = typer.Typer(help="The archive of finished episodes.", no_args_is_help=True)
 dead_letters = typer.Typer(
@@ -55,7 +55,7 @@ def list_dead_letters(
     for letter in letters:
         failed_at = letter.failed_at.strftime("%Y-%m-%d %H:%M:%S")
         cells = [letter.id, letter.episode_id, letter.run, failed_at, letter.error]
-        table.add_row(*(escape(_printable(cell)) for cell in cells))
+        table.add_row(*(escape(printable(cell)) for cell in cells))
     console.print(table)
     more = f"; the next with --after {letters[-1].id}" if len(letters) < page.total else ""
     console.print(f"{len(letters)} of {page.total} dead letters{more}")
@@ -115,12 +115,4 @@ def _count(ids: list[str]) -> str:
 
 def _report_missing(missing: list[str]) -> None:
     if missing:
-        fail(f"no dead letter has the id {', '.join(map(_printable, missing))}")
-
-
-def _printable(text: str | None) -> str:
-    """``text`` safe for a terminal: control characters (a run label may hold NUL)
-    written as escapes; a missing value as ``-``."""
-    if text is None:
-        return "-"
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+        fail(f"no dead letter has the id {', '.join(map(printable, missing))}")

@@ -1,4 +1,4 @@
-"""Client commands: ``wander envs``, ``eval``, ``play`` and ``export``."""
+"""Client commands: ``wander envs``, ``eval``, ``play``, ``runs`` and ``export``."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from wander.options import (
     fail,
     http_url,
     parse_config,
+    printable,
     talks_to_service,
 )
 
@@ -168,6 +169,46 @@ def play(
     score = asyncio.run(main())
     components = ", ".join(f"{name} {value:g}" for name, value in score.components.items())
     console.print(f"[bold]Total reward {score.total:g}[/bold] ({components})")
+
+
+@talks_to_service
+def runs(
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="Show at most this many.")] = 100,
+    offset: Annotated[
+        int, typer.Option(min=0, max=2**63 - 1, help="Skip this many runs first.")
+    ] = 0,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """List the archive's runs, oldest first: label, episodes, environments, time span."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from wander.client import WanderClient
+
+    with WanderClient(url, api_key) as wander:
+        page = wander.runs(limit=limit, offset=offset)
+    console = Console()
+    if not page.runs:
+        empty = f"No runs past the first {offset}: the archive holds {page.total}."
+        console.print("No runs in the archive." if page.total == 0 else empty)
+        return
+    table = Table("run", "episodes", "envs", "first created (UTC)", "last finished (UTC)")
+    for info in page.runs:
+        finished = info.last_finished_at
+        cells = [
+            printable(info.run),
+            str(info.episodes),
+            ", ".join(map(printable, info.envs)),
+            info.first_created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            "-" if finished is None else finished.strftime("%Y-%m-%d %H:%M:%S"),
+        ]
+        table.add_row(*map(escape, cells))
+    console.print(table)
+    end = offset + len(page.runs)
+    more = f"; the next with --offset {end}" if end < page.total else ""
+    console.print(f"Runs {offset + 1} to {end} of {page.total}{more}")
 
 
 @talks_to_service

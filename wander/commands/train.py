@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from wander.options import ApiKeyOption, ConfigOption, UrlOption, parse_config, talks_to_service
+
+if TYPE_CHECKING:
+    from wander.client import WanderClient
 
 train = typer.Typer(help="Train a policy (needs: pip install 'wander-rl\\[trainer]').",
                     no_args_is_help=True)  # fmt: skip
@@ -116,7 +119,7 @@ def warmup_data(
     played = asyncio.run(play())
     with WanderClient(url, api_key) as wander:
         for _ in range(100):  # the archive writes behind the games
-            if sum(r.episodes for r in wander.runs() if r.run == run) >= played:
+            if _archived(wander, run) >= played:
                 break
             time.sleep(0.1)
         rows = wander.export(run, exclude_outcome=["loss"], status="done")
@@ -126,3 +129,14 @@ def warmup_data(
         for row in rows:
             out.write(json.dumps(row) + "\n")
     typer.echo(f"Wrote {len(rows)} of {played} games (losses dropped) to {output}")
+
+
+def _archived(wander: WanderClient, run: str) -> int:
+    """How many of ``run``'s episodes the archive holds so far (until the first, the
+    label is unknown to it)."""
+    from wander.client import RunNotFound
+
+    try:
+        return wander.episodes(run, limit=1).total
+    except RunNotFound:
+        return 0
