@@ -1,0 +1,64 @@
+"""Virtual environments holding the other side of an interop test: its real package from
+PyPI, never a copy or a mock.
+
+Each lives in a venv of its own because their pins clash, with ours and with each other
+(openenv 0.10 pulls mcp 1.x, verifiers 0.4 pins mcp 2.0). Building one takes a minute
+or two, so a venv is kept under ``.cache/interop/`` (ignored by git; `WANDER_INTEROP_CACHE`
+moves it) and reused as long as its requirements and the project's ``pyproject.toml`` are
+unchanged: the key of its folder is a hash of both. Wander itself is installed in it
+editable (``wander_extras``), so the test always runs the code of the checkout.
+
+Where PyPI cannot be reached the test is skipped, saying so: the suite must still pass
+on a machine without the registry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("WANDER_INTEROP_CACHE", ROOT / ".cache" / "interop"))
+
+
+def interop_venv(
+    name: str, requirements: Sequence[str], wander_extras: Sequence[str] | None = None
+) -> Path:
+    """The ``python`` of a venv holding ``requirements`` (pip specifiers) and, when
+    ``wander_extras`` is given, this checkout installed editable with those extras."""
+    key = hashlib.sha256(
+        repr((sys.version, list(requirements), wander_extras)).encode()
+        + (ROOT / "pyproject.toml").read_bytes()
+    ).hexdigest()[:12]
+    home = CACHE / f"{name}-{key}"
+    python = home / "bin" / "python"
+    if (home / ".complete").exists():
+        return python
+    shutil.rmtree(home, ignore_errors=True)
+    for stale in CACHE.glob(f"{name}-*"):  # an earlier key's venv: no longer wanted
+        shutil.rmtree(stale, ignore_errors=True)
+    venv.create(home, with_pip=True)
+    packages = list(requirements)
+    if wander_extras is not None:
+        extras = f"[{','.join(wander_extras)}]" if wander_extras else ""
+        packages += ["-e", f"{ROOT}{extras}"]
+    install = subprocess.run(
+        [python, "-m", "pip", "install", "--quiet", "-c", ROOT / "constraints.txt", *packages],
+        capture_output=True,
+        text=True,
+    )
+    if install.returncode != 0:
+        shutil.rmtree(home, ignore_errors=True)
+        if "No matching distribution" in install.stderr or "Could not fetch" in install.stderr:
+            pytest.skip(f"{name}: cannot install {packages} (no package registry?)")
+        raise RuntimeError(f"installing {packages} for {name} failed:\n{install.stderr}")
+    (home / ".complete").touch()
+    return python
