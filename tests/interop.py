@@ -5,8 +5,9 @@ Each lives in a venv of its own because their pins clash, with ours and with eac
 (openenv 0.10 pulls mcp 1.x, verifiers 0.4 pins mcp 2.0). Building one takes a minute
 or two, so a venv is kept under ``.cache/interop/`` (ignored by git; `WANDER_INTEROP_CACHE`
 moves it) and reused as long as its requirements and the project's ``pyproject.toml`` are
-unchanged: the key of its folder is a hash of both. Wander itself is installed in it
-editable (``wander_extras``), so the test always runs the code of the checkout.
+unchanged: the key of its folder is a hash of both (and of the checkout's path). Wander
+itself is installed in it editable (``wander_extras``), so the test always runs the code
+of the checkout. A fresh checkout builds its venvs again, from pip's cache of wheels.
 
 Where PyPI cannot be reached the test is skipped, saying so: the suite must still pass
 on a machine without the registry.
@@ -35,7 +36,7 @@ def interop_venv(
     """The ``python`` of a venv holding ``requirements`` (pip specifiers) and, when
     ``wander_extras`` is given, this checkout installed editable with those extras."""
     key = hashlib.sha256(
-        repr((sys.version, list(requirements), wander_extras)).encode()
+        repr((sys.version, str(ROOT), list(requirements), wander_extras)).encode()
         + (ROOT / "pyproject.toml").read_bytes()
     ).hexdigest()[:12]
     home = CACHE / f"{name}-{key}"
