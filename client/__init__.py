@@ -12,6 +12,7 @@ from wander.client.episode import AsyncEpisode, Episode
 from wander.client.errors import (
     BadRequest,
     Conflict,
+    EnvironmentFailed,
     EnvNotFound,
     EpisodeDone,
     EpisodeNotDone,
@@ -62,6 +63,7 @@ __all__ = [
     "DeadLettersPage",
     "EnvInfo",
     "EnvNotFound",
+    "EnvironmentFailed",
     "Episode",
     "EpisodeDone",
     "EpisodeNotDone",

@@ -91,3 +91,12 @@ class EnvFailed(EnvCallFailed):
     input too, and retrying the same step would fail the same way."""
 
     code = "env_failed"
+
+
+class EnvError(EnvCallFailed):
+    """An environment raised an exception during the call (input it does not handle, or
+    a bug of its own); nothing was applied. 422 like ``env_timeout``: the call is a pure
+    function of the episode and the action, so the same step would raise again. The
+    message names the exception's class only: its text may quote the hidden answer."""
+
+    code = "env_error"
