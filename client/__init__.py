@@ -12,6 +12,7 @@ from wander.client.episode import AsyncEpisode, Episode
 from wander.client.errors import (
     BadRequest,
     Conflict,
+    EnvironmentFailed,
     EnvNotFound,
     EpisodeDone,
     EpisodeNotDone,
@@ -63,6 +64,7 @@ __all__ = [
     "DeadLettersPage",
     "EnvInfo",
     "EnvNotFound",
+    "EnvironmentFailed",
     "Episode",
     "EpisodeDone",
     "EpisodeNotDone",

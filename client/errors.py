@@ -89,6 +89,12 @@ class InvalidRequest(WanderAPIError):
     """422 ``validation_error``; ``details`` lists the field errors."""
 
 
+class EnvironmentFailed(InvalidRequest):
+    """422 ``env_timeout``, ``env_failed`` or ``env_error``: the environment could not
+    answer this call (past its deadline, past its memory, or it raised); nothing was
+    applied, and the same action would fail the same way."""
+
+
 class RateLimited(WanderAPIError):
     """429 ``rate_limited``."""
 
@@ -109,6 +115,9 @@ ERRORS_BY_CODE: dict[str, type[WanderAPIError]] = {
     "episode_not_done": EpisodeNotDone,
     "payload_too_large": PayloadTooLarge,
     "validation_error": InvalidRequest,
+    "env_timeout": EnvironmentFailed,
+    "env_failed": EnvironmentFailed,
+    "env_error": EnvironmentFailed,
     "rate_limited": RateLimited,
     "store_unavailable": ServiceUnavailable,
     "database_unavailable": ServiceUnavailable,

@@ -330,16 +330,16 @@ class Engine:
                 f"the step is for turn {turn}, but the episode is at turn {episode['turn']}",
                 {"turn": episode["turn"]},
             )
+        env_limit = self.catalog.env(episode["env"]).max_action_bytes
+        if env_limit is not None and env_limit < self.settings.max_action_bytes:
+            _limit_action(action, env_limit, f" that {episode['env']!r} takes")
         return await self._apply(episode, action)
 
     def _action_message(self, action: Action) -> Message:
+        """The action as a message, within the service's limit (an environment's own
+        smaller limit is checked once the episode says which environment it is)."""
         message = _action_message(action)
-        content = message.get("content") or ""
-        limit = self.settings.max_action_bytes
-        # Content is at most 4 bytes a character: measure exactly only when it may matter.
-        may_exceed = 4 * len(content) > limit or "tool_calls" in message
-        if may_exceed and len(canonical_json(message)) > limit:
-            raise PayloadTooLarge(f"the action exceeds {limit} bytes")
+        _limit_action(message, self.settings.max_action_bytes)
         return message
 
     async def _scored(self, episode: StoredEpisode) -> StoredEpisode:
@@ -425,14 +425,24 @@ def _count_step(decision: Decision) -> None:
 
 
 def _item_error(episode_id: str, exc: Exception) -> StepError:
-    """A batch item's failure, as its own request would have been answered: a bug (an
-    environment that raised) fails that item alone, never the batch."""
+    """A batch item's failure, as its own request would have been answered (an
+    environment that raised: ``env_error``); a bug of the service fails that item
+    alone, never the batch."""
     if isinstance(exc, WanderError):
         error = {"code": exc.code, "message": exc.message, "details": exc.details}
     else:
         log.error("step of episode %s failed", episode_id, exc_info=exc)
         error = {"code": "internal_error", "message": "internal server error", "details": None}
     return {"episode_id": episode_id, "error": error}
+
+
+def _limit_action(message: Message, limit: int, whose: str = "") -> None:
+    """413 when ``message`` is over ``limit`` bytes of JSON."""
+    content = message.get("content") or ""
+    # Content is at most 4 bytes a character: measure exactly only when it may matter.
+    may_exceed = 4 * len(content) > limit or "tool_calls" in message
+    if may_exceed and len(canonical_json(message)) > limit:
+        raise PayloadTooLarge(f"the action exceeds the {limit} bytes{whose}")
 
 
 def _decode(episode_id: str, item: Versioned | None) -> StoredEpisode:

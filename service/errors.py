@@ -99,3 +99,12 @@ class EnvBusy(EnvCallFailed):
     the action, and the same step may well succeed a moment later (clients retry it)."""
 
     code = "env_busy"
+
+
+class EnvError(EnvCallFailed):
+    """An environment raised an exception during the call (input it does not handle, or
+    a bug of its own); nothing was applied. 422 like ``env_timeout``: the call is a pure
+    function of the episode and the action, so the same step would raise again. The
+    message names the exception's class only: its text may quote the hidden answer."""
+
+    code = "env_error"

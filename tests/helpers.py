@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import statistics
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -18,6 +21,12 @@ from wander.client.models import EpisodeRecord
 from wander.service.app import create_app
 from wander.service.archive import Archive, EpisodeFilter
 from wander.service.settings import Settings
+from wander.testing import running_processes
+
+WORKER = "wander.service.sandbox.worker"
+LIGHT_P99_BOUND = 0.5
+"""Seconds: the p99 a light client must keep during an attack; generous for a shared
+2-core machine (the tests print what they measure)."""
 
 
 @contextmanager
@@ -124,3 +133,34 @@ def write_archive(database_url: str, records: Sequence[EpisodeRecord]) -> None:
         archive.write(records)
     finally:
         archive.dispose()
+
+
+async def light_client(client: httpx.AsyncClient, stop: asyncio.Event) -> list[float]:
+    """Tic-tac-toe games, step after step, until ``stop``: each request's latency."""
+    latencies = []
+    while not stop.is_set():
+        started = time.perf_counter()
+        created = await client.post("/v1/episodes", json={"env": "tictactoe"})
+        latencies.append(time.perf_counter() - started)
+        episode = created.json()["episodes"][0]
+        for cell in range(9):
+            if stop.is_set():
+                break
+            started = time.perf_counter()
+            step = await client.post(
+                f"/v1/episodes/{episode['id']}/step", json={"action": f"<move>{cell}</move>"}
+            )
+            latencies.append(time.perf_counter() - started)
+            assert step.status_code in (200, 409), step.text
+            if step.status_code == 409 or step.json()["done"]:
+                break
+    return latencies
+
+
+def p99(latencies: list[float]) -> float:
+    return statistics.quantiles(latencies, n=100)[98]
+
+
+def workers_of(parent: int) -> list[int]:
+    """The environment worker processes that ``parent`` started."""
+    return [p.pid for p in running_processes() if p.ppid == parent and WORKER in p.command]

@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from tests.helpers import create, step
-from wander.sdk import last_tagged, without_tagged
+from wander.sdk import is_tagged_answer, last_tagged, without_tagged
+from wander.service.envs.reverse_text.env import extract_answer
 from wander.service.envs.tictactoe.env import formatted, parse_move
 
 FORMAT = re.compile(r"\s*<think>.*?</think>.*?<move>.*?</move>\s*", re.DOTALL)
@@ -29,6 +30,31 @@ def test_the_linear_parsers_find_what_the_expressions_found() -> None:
         assert formatted(text) == bool(FORMAT.fullmatch(text)), text
         assert without_tagged(text, "think") == THINK.sub("", text), text
         assert last_tagged(text, "move") == (moves[-1] if moves else None), text
+
+
+ANSWER_TOKENS = ("<answer>", "</answer>", "<think>", "</think>", " ", "\n", "4", "<", ">")
+REVERSED_TOKENS = ("<reversed_text>", "</reversed_text>", "<think>", "</think>", "\n", " ", "a")
+
+
+@pytest.mark.parametrize(
+    ("tag", "tokens"), [("answer", ANSWER_TOKENS), ("reversed_text", REVERSED_TOKENS)]
+)
+def test_the_answer_format_is_what_the_expression_matched(tag: str, tokens: tuple[str]) -> None:
+    """double_check and reverse_text: an answer, after an optional thought, and nothing else."""
+    expression = re.compile(rf"\s*(<think>.*?</think>\s*)?<{tag}>.*?</{tag}>\s*", re.DOTALL)
+    rng = random.Random(20)
+    for _ in range(50_000):
+        text = "".join(rng.choice(tokens) for _ in range(rng.randint(0, 10)))
+        assert is_tagged_answer(text, tag) == bool(expression.fullmatch(text)), text
+
+
+def test_reverse_text_finds_the_answer_the_expression_found() -> None:
+    expression = re.compile(r"<reversed_text>\n?(.*?)\n?</reversed_text>", re.DOTALL)
+    rng = random.Random(20)
+    for _ in range(50_000):
+        text = "".join(rng.choice(REVERSED_TOKENS) for _ in range(rng.randint(0, 10)))
+        found = expression.findall(text)
+        assert extract_answer(text) == (found[-1] if found else ""), text
 
 
 HOSTILE = (

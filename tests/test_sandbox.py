@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -23,16 +22,14 @@ import httpx
 import pytest
 from asgi_lifespan import LifespanManager
 
+from tests.helpers import LIGHT_P99_BOUND, light_client, p99, workers_of
 from wander.service.app import create_app
 from wander.service.archive.migrations import upgrade
 from wander.service.settings import Settings
-from wander.testing import ServiceProcess, running_processes
+from wander.testing import ServiceProcess
 
 DEADLINE = 2.0
 MEMORY = 768 << 20
-WORKER = "wander.service.sandbox.worker"
-LIGHT_P99_BOUND = 0.5
-"""Seconds; generous for a shared 2-core machine (measured: see the test's output)."""
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +54,6 @@ async def client(service: ServiceProcess) -> AsyncIterator[httpx.AsyncClient]:
         yield http
 
 
-def workers_of(parent: int) -> list[int]:
-    return [p.pid for p in running_processes() if p.ppid == parent and WORKER in p.command]
-
-
 async def answer(client: httpx.AsyncClient, env: str, text: str) -> httpx.Response:
     created = await client.post("/v1/episodes", json={"env": env, "example": 0})
     assert created.status_code == 201, created.text
@@ -68,28 +61,6 @@ async def answer(client: httpx.AsyncClient, env: str, text: str) -> httpx.Respon
     return await client.post(
         f"/v1/episodes/{episode}/step", json={"action": f"<answer>{text}</answer>"}
     )
-
-
-async def light_client(client: httpx.AsyncClient, stop: asyncio.Event) -> list[float]:
-    """Tic-tac-toe games, step after step, until ``stop``: each request's latency."""
-    latencies = []
-    while not stop.is_set():
-        started = time.perf_counter()
-        created = await client.post("/v1/episodes", json={"env": "tictactoe"})
-        latencies.append(time.perf_counter() - started)
-        episode = created.json()["episodes"][0]
-        for cell in range(9):
-            if stop.is_set():
-                break
-            started = time.perf_counter()
-            step = await client.post(
-                f"/v1/episodes/{episode['id']}/step", json={"action": f"<move>{cell}</move>"}
-            )
-            latencies.append(time.perf_counter() - started)
-            assert step.status_code in (200, 409), step.text
-            if step.status_code == 409 or step.json()["done"]:
-                break
-    return latencies
 
 
 async def test_answers_that_never_end_time_out_while_others_are_served(
@@ -117,9 +88,9 @@ async def test_answers_that_never_end_time_out_while_others_are_served(
     # replacement worker's start); each is stopped, none runs on.
     assert elapsed < 3 * DEADLINE + 20
     assert health.status_code == 200
-    p99 = statistics.quantiles(latencies, n=100)[98]
-    print(f"light client during the attack: {len(latencies)} requests, p99 {p99 * 1000:.1f} ms")
-    assert len(latencies) > 20 and p99 < LIGHT_P99_BOUND
+    slowest = p99(latencies)
+    print(f"light client during the attack: {len(latencies)} requests, p99 {slowest * 1000:.1f} ms")
+    assert len(latencies) > 20 and slowest < LIGHT_P99_BOUND
 
 
 async def test_huge_numbers_get_an_answer_within_the_deadline(client: httpx.AsyncClient) -> None:

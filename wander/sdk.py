@@ -18,6 +18,7 @@ from wander.service.envs.sdk import (
     SizedConfig,
     State,
     Transition,
+    is_tagged_answer,
     last_tagged,
     without_tagged,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "TurnRandom",
     "canonical_json",
     "example_seed",
+    "is_tagged_answer",
     "last_tagged",
     "stable_hash",
     "without_tagged",

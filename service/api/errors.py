@@ -37,6 +37,7 @@ STATUS_BY_CODE = {
     "validation_error": 422,
     "env_timeout": 422,
     "env_failed": 422,
+    "env_error": 422,
     "rate_limited": 429,
     "store_unavailable": 503,
     "database_unavailable": 503,

@@ -3,19 +3,20 @@
 Questions come from the dataset's own generator, seeded by the split and
 ``config.seed`` (so example i is the same everywhere), and answers are scored
 by the dataset's own ``score_answer``. Generator options pass through in
-``config.options``. Needs the ``rg`` extra: ``pip install 'wander-rl[rg]'``.
+``config.options``, each within its bound (``rg_bounds``). Needs the ``rg`` extra:
+``pip install 'wander-rl[rg]'``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-import re
+import math
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
-from pydantic import Field, model_validator
+from pydantic import Field, create_model, model_validator
+from pydantic_core import PydanticCustomError
 
 from wander.sdk import (
     Environment,
@@ -29,8 +30,10 @@ from wander.sdk import (
     Transition,
     TurnRandom,
     canonical_json,
+    last_tagged,
     stable_hash,
 )
+from wander.service.envs.rg_bounds import Bound, option_bounds
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +41,11 @@ SYSTEM_PROMPT = (
     "Solve the task. You may reason inside <think>...</think>; then give your final "
     "answer, exactly in the form the task asks for, inside <answer>...</answer>."
 )
-ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+SPLITS_BUILT_WHOLE = {"acre": 10_000}
+"""Datasets whose generator builds every question of its split when it is created,
+rather than one question when asked, and the largest split each may have: acre built
+10,000 questions in 2.7 s here and 100,000 in 37 s (past any deadline). The others cost
+nothing per example until it is played."""
 
 
 class RGConfig(SizedConfig):
@@ -63,11 +70,12 @@ class ReasoningGymEnv(Environment[RGConfig]):
     kind = "single_turn"
     reward_weights = {"correct": 1.0, "format": 0.1}
 
-    def __init__(self, dataset: str, config_class: type) -> None:
+    def __init__(self, dataset: str, config_class: type, curriculum: Any | None = None) -> None:
         self.dataset = dataset
         self.name = f"rg/{dataset}"  # type: ignore[misc]
         self.description = f"reasoning-gym's {dataset} dataset: one question, its own scoring."  # type: ignore[misc]
-        self.Config = _config_model(dataset, config_class)  # type: ignore[misc]
+        bounds = option_bounds(config_class, curriculum)
+        self.Config = _config_model(dataset, config_class, bounds)  # type: ignore[misc]
 
     def examples(self, config: RGConfig, split: str) -> GeneratedExamples[dict[str, Any]]:
         """References ``{"split", "index"}``: nothing is generated until an episode is played."""
@@ -95,38 +103,80 @@ class ReasoningGymEnv(Environment[RGConfig]):
         return Reset(state, messages)
 
     def step(self, config: RGConfig, state: State, action: Message, rng: TurnRandom) -> Transition:
-        found = ANSWER.findall(action.get("content") or "")
-        return Transition({**state, "answer": found[-1].strip() if found else ""}, [], True)
+        found = last_tagged(action.get("content"), "answer")
+        return Transition({**state, "answer": (found or "").strip()}, [], True)
 
     def score(self, config: RGConfig, state: State) -> Score:
         if state["answer"] is None:
             return Score({"correct": 0.0, "format": 0.0}, {"dataset": self.dataset})
+        correct, failure = self.judge(config, state)
+        components = {"correct": correct, "format": 1.0 if state["answer"] else 0.0}
+        metrics: dict[str, Any] = {"dataset": self.dataset}
+        if failure is not None:
+            metrics["scorer_error"] = failure
+        return Score(components, metrics)
+
+    def judge(self, config: RGConfig, state: State) -> tuple[float, str | None]:
+        """The dataset's score of the answer, and the name of the exception its scorer
+        raised, if it did. An answer the scorer cannot read (``nan`` to an integer
+        parser, parentheses nested past the recursion limit) is a wrong answer, scored
+        0, not a failed step: the trainer gets its reward."""
         generator = self.generator(config, state["split"])
         item = generator[state["index"]]
-        correct = float(generator.score_answer(state["answer"] or None, item))
-        components = {"correct": correct, "format": 1.0 if state["answer"] else 0.0}
-        return Score(components, {"dataset": self.dataset})
+        try:
+            correct = float(generator.score_answer(state["answer"] or None, item))
+        except MemoryError:
+            raise  # the worker retires after one: its heap may be in any state
+        except Exception as exc:  # RecursionError included
+            return 0.0, type(exc).__name__
+        if not math.isfinite(correct):
+            return 0.0, "NonFiniteScore"
+        return correct, None
 
     def public_state(self, state: State) -> dict[str, Any]:
         return {"question": state["question"], "answered": state["answer"] is not None}
 
 
-def _config_model(dataset: str, config_class: type) -> type[RGConfig]:
-    """The env's config: ``options`` checked against the dataset's own config class."""
-    known = [f.name for f in dataclasses.fields(config_class) if f.name not in {"seed", "size"}]
+def _config_model(dataset: str, config_class: type, bounds: dict[str, Bound]) -> type[RGConfig]:
+    """The env's config: each of ``options`` within its bound, then checked by the
+    dataset's own config class; the bounds are published in the JSON schema."""
+    known = list(bounds)
 
     def check(config: RGConfig) -> RGConfig:
         unknown = sorted(set(config.options) - set(known))
         if unknown:
             raise ValueError(f"unknown options {unknown} for {dataset}; it has {known}")
+        for name, value in config.options.items():
+            if not bounds[name].admits(value):
+                raise PydanticCustomError(
+                    "option_out_of_bounds",
+                    "option {option} of {dataset} must be {bound}",
+                    {"option": name, "dataset": dataset, "bound": bounds[name].describe()},
+                )
         try:
             _validate(config_class, config.options)
-        except (AssertionError, TypeError, ValueError) as exc:
+        except Exception as exc:  # reasoning-gym's checks raise assertions, and worse
             raise ValueError(f"invalid options for {dataset}: {exc}") from None
         return config
 
-    validator = model_validator(mode="after")(check)
-    return type(f"RG_{dataset}_Config", (RGConfig,), {"_check_options": validator})
+    schema = {name: bound.schema() for name, bound in bounds.items()}
+    options = Field(
+        default_factory=dict,
+        description=RGConfig.model_fields["options"].description,
+        json_schema_extra={"properties": schema, "additionalProperties": False},
+    )
+    fields: dict[str, Any] = {"options": (dict[str, Any], options)}
+    most = SPLITS_BUILT_WHOLE.get(dataset)
+    if most is not None:
+        for split in ("train_size", "eval_size"):
+            inherited = RGConfig.model_fields[split]
+            default, why = min(inherited.default, most), inherited.description
+            fields[split] = (int, Field(default, ge=1, le=most, description=why))
+    validators = {"_check_options": model_validator(mode="after")(check)}
+    model = create_model(
+        f"RG_{dataset}_Config", __base__=RGConfig, __validators__=validators, **fields
+    )
+    return cast(type[RGConfig], model)
 
 
 def _validate(config_class: type, options: dict[str, Any]) -> None:
@@ -139,7 +189,7 @@ def _validate(config_class: type, options: dict[str, Any]) -> None:
 def environments() -> list[ReasoningGymEnv]:
     """One environment per reasoning-gym dataset (the package is an optional extra)."""
     try:
-        from reasoning_gym.factory import DATASETS
+        from reasoning_gym.factory import CURRICULA, DATASETS
     except ImportError:
         raise EnvironmentUnavailable(
             "needs the reasoning-gym package, which is not installed: pip install 'wander-rl[rg]'"
@@ -151,5 +201,6 @@ def environments() -> list[ReasoningGymEnv]:
         except (AssertionError, TypeError, ValueError) as exc:
             log.info("rg/%s left out: it has no usable default config (%s)", name, exc)
             continue
-        envs.append(ReasoningGymEnv(name, config_class))
+        curriculum = CURRICULA[name]() if name in CURRICULA else None
+        envs.append(ReasoningGymEnv(name, config_class, curriculum))
     return envs

@@ -10,6 +10,7 @@ of HTTP, stores or archives.
 from __future__ import annotations
 
 import math
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, overload
@@ -143,6 +144,10 @@ class Environment(ABC, Generic[ConfigT]):
     pure and bounded: linear in the action (``max_action_bytes``) and in the state, no
     imports of untrusted text, no I/O. A slow inline call stalls every request.
     """
+    max_action_bytes: ClassVar[int | None] = None
+    """The largest action this environment takes (the JSON of the assistant message), where
+    it is below the service's ``WANDER_MAX_ACTION_BYTES``: 413 above it. None: the
+    service's limit."""
 
     @abstractmethod
     def examples(self, config: ConfigT, split: str) -> Sequence[Any]:
@@ -190,6 +195,40 @@ def last_tagged(text: str | None, tag: str) -> str | None:
             break
         found, position = text[start + len(opening) : end], end + len(closing)
     return found
+
+
+SPACE = re.compile(r"\s*")
+
+
+def is_tagged_answer(text: str | None, tag: str) -> bool:
+    """Whether ``text`` is an answer inside ``<tag>...</tag>``, with nothing around it but
+    whitespace and, before it, an optional ``<think>...</think>``: a full match of
+    ``\\s*(<think>.*?</think>\\s*)?<tag>.*?</tag>\\s*`` (DOTALL), in linear time (the
+    expression backtracks from every ``</think>``: see ``last_tagged``)."""
+    body = (text or "").strip()
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    if not body.endswith(closing):
+        return False
+    last = len(body) - len(closing)  # the opening tag must end before the closing one starts
+    if body.startswith(opening) and len(opening) <= last:
+        return True
+    if not body.startswith("<think>"):
+        return False
+    position = len("<think>")
+    while (end := body.find("</think>", position)) >= 0:
+        answer = _after_space(body, end + len("</think>"))
+        if answer + len(opening) > last:
+            return False  # a later </think> leaves even less room
+        if body.startswith(opening, answer):
+            return True
+        position = end + 1
+    return False
+
+
+def _after_space(text: str, position: int) -> int:
+    """Where the whitespace that starts at ``position`` ends."""
+    spaces = SPACE.match(text, position)
+    return position if spaces is None else spaces.end()
 
 
 def without_tagged(text: str, tag: str) -> str:

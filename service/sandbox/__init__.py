@@ -15,10 +15,10 @@ from typing import Any
 
 from wander.service.envs.sdk import EnvConfig, Environment, Message, State
 from wander.service.sandbox.calls import CALLS, Advanced, Rescored, Started
-from wander.service.sandbox.pool import EnvironmentRaised, WorkerPool
+from wander.service.sandbox.pool import WorkerPool
 from wander.service.settings import Settings
 
-__all__ = ["Advanced", "EnvironmentRaised", "Rescored", "Sandbox", "Started"]
+__all__ = ["Advanced", "Rescored", "Sandbox", "Started"]
 
 
 class Sandbox:

@@ -7,7 +7,8 @@ stdin and a frame read from its stdout, awaited on the event loop: the loop is n
 blocked, however long the environment takes. Past the deadline the worker is
 killed (SIGKILL: nothing inside can refuse it) and the call fails with
 ``env_timeout``; a worker that dies fails its call with ``env_failed``. Either way
-the worker is gone, and the next call starts a fresh one.
+the worker is gone, and the next call starts a fresh one. An environment that raises
+fails its call with ``env_error``; its worker goes on.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from wander.service.errors import EnvBusy, EnvFailed, EnvTimeout
+from wander.service.errors import EnvBusy, EnvError, EnvFailed, EnvTimeout
 from wander.service.sandbox.confine import Limits
 from wander.service.sandbox.frames import HEADER, MAX_FRAME_BYTES, frame
 
@@ -34,10 +35,8 @@ STARTUP_SECONDS = 120.0
 """How long a new worker may take to import the environments (about 2 s here)."""
 PASSED_VARIABLES = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "TZ")
 """All a worker inherits of the service's environment: nothing that may hold a secret."""
-
-
-class EnvironmentRaised(Exception):
-    """The environment raised inside its worker; the message is its exception's."""
+NAME_CHARS = 100
+"""The most of an exception's class name, as a worker reports it, that an answer carries."""
 
 
 def worker_environment(directory: Path) -> dict[str, str]:
@@ -122,8 +121,8 @@ class WorkerPool:
 
     async def call(self, request: dict[str, Any]) -> Any:
         """The worker's result for ``request``; raises ``env_busy`` (no worker came free
-        in time), ``env_timeout``, ``env_failed``, or ``EnvironmentRaised`` (the
-        environment's own exception)."""
+        in time), ``env_timeout``, ``env_failed``, or ``env_error`` (the environment
+        raised: its text is logged, not answered)."""
         body = orjson.dumps(request)
         try:
             await asyncio.wait_for(self._slots.acquire(), self.wait)
@@ -136,7 +135,13 @@ class WorkerPool:
         finally:
             self._slots.release()
         if "error" in reply:
-            raise EnvironmentRaised(str(reply["error"]))
+            log.warning("the environment %r raised: %r", request["env"], reply["error"])
+            raised = str(reply.get("raised", "an exception"))[:NAME_CHARS]
+            raise EnvError(
+                f"the environment {request['env']!r} raised {raised} during the call; "
+                "nothing was applied",
+                {"exception": raised},
+            )
         return reply["ok"]
 
     async def _run(self, body: bytes, env: str) -> dict[str, Any]:

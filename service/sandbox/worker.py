@@ -66,21 +66,23 @@ def serve(worker: Worker, source: int, sink: int, retire_after: float) -> None:
         try:
             body = orjson.dumps(reply)
         except TypeError as exc:  # a state that is not JSON (a set, an integer past 64 bits)
-            body = orjson.dumps({"error": f"the environment returned {exc}", **_retire(reply)})
+            error = {"error": f"the environment returned {exc}", "raised": "TypeError"}
+            body = orjson.dumps({**error, **_retire(reply)})
         write_frame(sink, body)
         if reply.get("retire"):
             return
 
 
 def answer(worker: Worker, request: bytes) -> dict[str, Any]:
-    """``{"ok": result}``, or ``{"error": text}`` with ``retire`` after a MemoryError
-    (the worker's heap may be in any state after one)."""
+    """``{"ok": result}``, or ``{"error": text, "raised": class name}`` with ``retire``
+    after a MemoryError (the worker's heap may be in any state after one)."""
     try:
         return {"ok": worker.handle(orjson.loads(request))}
     # Environment code may raise anything, SystemExit and RecursionError included.
     except BaseException as exc:
-        text = f"{type(exc).__name__}: {exc}"[:ERROR_CHARS]
-        return {"error": text, "retire": isinstance(exc, MemoryError)}
+        raised = type(exc).__name__
+        text = f"{raised}: {exc}"[:ERROR_CHARS]
+        return {"error": text, "raised": raised, "retire": isinstance(exc, MemoryError)}
 
 
 def _retire(reply: dict[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import re
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
@@ -19,6 +18,8 @@ from wander.sdk import (
     State,
     Transition,
     TurnRandom,
+    is_tagged_answer,
+    last_tagged,
     stable_hash,
 )
 
@@ -27,8 +28,6 @@ SYSTEM_PROMPT = (
     "the final answer, a number alone, inside <answer>...</answer>."
 )
 ARE_YOU_SURE = "Are you sure? Check your work and give your final answer again."
-ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
-FORMAT = re.compile(r"\s*(<think>.*?</think>\s*)?<answer>.*?</answer>\s*", re.DOTALL)
 LEVELS = (1, 2, 3, 4)
 
 
@@ -76,11 +75,6 @@ def parse_number(text: str | None) -> Decimal | None:
         return None
 
 
-def last_answer(content: str | None) -> str | None:
-    found = ANSWER.findall(content or "")
-    return found[-1] if found else None
-
-
 class DoubleCheck(Environment[DoubleCheckConfig]):
     name = "double_check"
     version = "1.0.0"
@@ -110,8 +104,8 @@ class DoubleCheck(Environment[DoubleCheckConfig]):
         content = action.get("content")
         state = {
             **state,
-            "answers": [*state["answers"], last_answer(content)],
-            "formatted": state["formatted"] + bool(content and FORMAT.fullmatch(content)),
+            "answers": [*state["answers"], last_tagged(content, "answer")],
+            "formatted": state["formatted"] + is_tagged_answer(content, "answer"),
         }
         if len(state["answers"]) == 1:
             return Transition(state, [{"role": "user", "content": ARE_YOU_SURE}], False)

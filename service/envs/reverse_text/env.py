@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from difflib import SequenceMatcher
 from functools import cache
@@ -19,6 +18,8 @@ from wander.sdk import (
     State,
     Transition,
     TurnRandom,
+    is_tagged_answer,
+    last_tagged,
     stable_hash,
 )
 
@@ -27,8 +28,9 @@ SYSTEM_PROMPT = (
     "comes first. You may think inside <think>...</think> first; then give the "
     "reversed text, and nothing else, inside <reversed_text>...</reversed_text>."
 )
-ANSWER = re.compile(r"<reversed_text>\n?(.*?)\n?</reversed_text>", re.DOTALL)
-FORMAT = re.compile(r"\s*(<think>.*?</think>\s*)?<reversed_text>.*?</reversed_text>\s*", re.DOTALL)
+TAG = "reversed_text"
+SCORED_LENGTH = 2
+"""The most of an answer that is scored, in multiples of the text's length (see lcs_ratio)."""
 EVAL_SHARE = 10
 """One paragraph in ten (by a stable hash of its text) is held out for ``eval``."""
 
@@ -46,13 +48,30 @@ def paragraphs() -> dict[str, tuple[str, ...]]:
 
 
 def lcs_ratio(answer: str, target: str) -> float:
-    """Similarity in [0, 1] from the longest matching blocks (difflib's ratio)."""
-    return SequenceMatcher(None, answer, target, autojunk=False).ratio()
+    """Similarity in [0, 1] from the longest matching blocks: difflib's ratio,
+    ``2 * matched / (len(answer) + len(target))``.
+
+    Matching costs ``len(answer) * len(target)``: a 64 KB answer took 2.7 s. So only
+    the first ``SCORED_LENGTH`` times ``len(target)`` characters of the answer are
+    matched, over its whole length: the ratio of any answer up to that length is
+    difflib's exactly, and a longer one, which scores at most 2/3 anyway, scores on
+    what its beginning matches."""
+    scored = answer[: SCORED_LENGTH * len(target)]
+    blocks = SequenceMatcher(None, scored, target, autojunk=False).get_matching_blocks()
+    length = len(answer) + len(target)
+    return 2.0 * sum(block.size for block in blocks) / length if length else 1.0
+
+
+def extract_answer(content: str | None) -> str:
+    """The last ``<reversed_text>`` answer, less a newline just inside each tag; "" if none:
+    what ``<reversed_text>\\n?(.*?)\\n?</reversed_text>`` found last, in linear time."""
+    found = last_tagged(content, TAG)
+    return "" if found is None else found.removeprefix("\n").removesuffix("\n")
 
 
 class ReverseText(Environment[EnvConfig]):
     name = "reverse_text"
-    version = "1.0.0"
+    version = "1.1.0"  # 1.1: answers past twice the text scored on their beginning
     description = (
         "Single-turn: reverse a paragraph inside <reversed_text> tags; scored by its "
         "longest-common-subsequence ratio to the true reversal."
@@ -73,17 +92,9 @@ class ReverseText(Environment[EnvConfig]):
         return Reset(state, messages)
 
     def step(self, config: EnvConfig, state: State, action: Message, rng: TurnRandom) -> Transition:
-        content = action.get("content") or ""
-        found = ANSWER.findall(content)
-        return Transition(
-            {
-                **state,
-                "answer": found[-1] if found else "",
-                "formatted": bool(FORMAT.fullmatch(content)),
-            },
-            [],
-            True,
-        )
+        content = action.get("content")
+        answer, formatted = extract_answer(content), is_tagged_answer(content, TAG)
+        return Transition({**state, "answer": answer, "formatted": formatted}, [], True)
 
     def score(self, config: EnvConfig, state: State) -> Score:
         if state["answer"] is None:

@@ -54,3 +54,34 @@ class Digits(Environment[EnvConfig]):
     def score(self, config, state):
         text = "".join(state["said"])
         return Score({"digits": sum(c.isdigit() for c in text) / max(1, len(text))}, {})
+
+
+class Faulty(Environment[EnvConfig]):
+    """Raises where it is told to: ``reset`` on the example "reset", ``step`` on the
+    answer "step", ``score`` on the answer "score" (the service answers 422 ``env_error``)."""
+
+    name = "faulty"
+    version = "0.1.0"
+    description = "Raises on request, to test how the service answers an environment's bugs."
+    kind = "single_turn"
+    Config = EnvConfig
+    reward_weights = {"answered": 1.0}
+
+    def examples(self, config, split):
+        return ["fine", "reset"]
+
+    def reset(self, config, example, seed):
+        if example == "reset":
+            raise ValueError("a reset that fails")
+        return Reset({"said": None}, [{"role": "user", "content": "Say anything."}])
+
+    def step(self, config, state, action, rng):
+        said = action.get("content") or ""
+        if said == "step":
+            raise KeyError(said)
+        return Transition({"said": said}, [], True)
+
+    def score(self, config, state):
+        if state["said"] == "score":
+            raise ZeroDivisionError("a score that fails")
+        return Score({"answered": float(state["said"] is not None)}, {})
