@@ -161,23 +161,17 @@ def scripted_generation(tokenizer: Any) -> Callable[..., tuple[list[list[int]], 
     return generate
 
 
-def tool_loop_run(service: ServiceProcess, tmp_path: Path, **changes: Any) -> GRPORunConfig:
-    options: dict[str, Any] = {
-        "model": "tiny", "rollout": "environment_factory", "url": service.url, "env": "sql",
-        "examples": 4, "run": "trl-tools", "output_dir": str(tmp_path / "out"),
-        "max_completion_length": 256,
-        "grpo": {
+def test_grpo_steps_through_trls_tool_loop(service: ServiceProcess, tmp_path: Path) -> None:
+    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    run = GRPORunConfig(
+        model="tiny", rollout="environment_factory", url=service.url, env="sql", examples=4,
+        run="trl-tools", output_dir=str(tmp_path / "out"), max_completion_length=256,
+        grpo={
             "num_generations": 2, "generation_batch_size": 4, "per_device_train_batch_size": 4,
             "max_steps": 2, "learning_rate": 1e-2, "logging_steps": 1, "use_cpu": True,
             "save_strategy": "no", "max_tool_calling_iterations": 2,
         },
-    }  # fmt: skip
-    return GRPORunConfig(**(options | changes))
-
-
-def test_grpo_steps_through_trls_tool_loop(service: ServiceProcess, tmp_path: Path) -> None:
-    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
-    run = tool_loop_run(service, tmp_path)
+    )  # fmt: skip
     model, tokenizer = load("tiny", tools=True)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     with WanderClient(service.url) as client:
@@ -192,8 +186,8 @@ def test_grpo_steps_through_trls_tool_loop(service: ServiceProcess, tmp_path: Pa
         def spy(**fields: Any) -> list[float | None]:
             episodes: list[str] = []
             rewards = score(**{**fields, "log_extra": lambda _, values: episodes.extend(values)})
-            seen.append({"completions": fields["completions"], "episodes": episodes,
-                         "rewards": rewards})  # fmt: skip
+            seen.append({"prompts": fields["prompts"], "completions": fields["completions"],
+                         "episodes": episodes, "rewards": rewards})  # fmt: skip
             return rewards
 
         trainer.reward_funcs = [spy]
@@ -212,19 +206,20 @@ def test_grpo_steps_through_trls_tool_loop(service: ServiceProcess, tmp_path: Pa
 
     # Every rollout is an archived episode of the run; its reward is Wander's score total.
     rollouts = [
-        (episode, completion, reward)
+        rollout
         for batch in seen
-        for episode, completion, reward in zip(
-            batch["episodes"], batch["completions"], batch["rewards"], strict=True
+        for rollout in zip(
+            batch["episodes"], batch["prompts"], batch["completions"], batch["rewards"], strict=True
         )
     ]
-    assert len(rollouts) == 8 and set(archived) == {episode for episode, _, _ in rollouts}
-    for episode_id, completion, reward in rollouts:
+    assert len(rollouts) == 8 and set(archived) == {rollout[0] for rollout in rollouts}
+    for episode_id, prompt, completion, reward in rollouts:
         record = archived[episode_id]
         assert record.status == "done" and reward == record.score.total
-        # The scripted call reached Wander as one step; its reply reached the model.
+        # The episode's opening was the prompt; the scripted call reached Wander as one
+        # step, and its reply reached the model.
         system, question, call, reply, answer = record.messages
-        assert (system.role, question.role) == ("system", "user")
+        assert prompt == [{"role": "user", "content": f"{system.content}\n\n{question.content}"}]
         [tool_call] = call.tool_calls or []
         assert tool_call.function.name == "run_sql"
         assert json.loads(tool_call.function.arguments) == {"query": SCRIPTED_QUERY}
@@ -233,7 +228,7 @@ def test_grpo_steps_through_trls_tool_loop(service: ServiceProcess, tmp_path: Pa
         assert answer.content == completion[-1]["content"]
         assert answer.content in ("<answer>7</answer>", "7")
         assert record.score.metrics["tool_calls"] == 1
-    assert len({reward for _, _, reward in rollouts}) > 1  # formatted and bare answers differ
+    assert len({rollout[-1] for rollout in rollouts}) > 1  # formatted and bare answers differ
 
     # The members of a GRPO group play the same example from the same seed.
     starts: dict[int, set[int]] = {}
@@ -277,22 +272,31 @@ def test_a_tool_environment_plays_its_rollout_as_one_wander_episode(
     assert reward == record.score.total and record.score.metrics["answered"] is False
 
 
-def test_a_rollout_cut_short_is_aborted_and_scored(service: ServiceProcess) -> None:
+def test_wander_score_ends_every_rollout(service: ServiceProcess) -> None:
     with WanderClient(service.url) as client:
-        environment = tool_environment(client, "sql", run="trl-env")()
-        environment.reset(example=0)
-        reply = environment.run_sql(query="SELECT count(*) FROM products")
+        factory = tool_environment(client, "sql", run="trl-env")
+        cut_short, answered = factory(), factory()
+        cut_short.reset(example=0)
+        reply = cut_short.run_sql(query="SELECT count(*) FROM products")
+        answered.reset(example=1)
         episodes: list[str] = []
-        cut = [{"role": "assistant", "content": ""}, {"role": "tool", "content": reply}]
-        [reward] = wander_score(
-            completions=[cut], environments=[environment],
+        rewards = wander_score(
+            completions=[
+                [{"role": "assistant", "content": ""}, {"role": "tool", "content": reply}],
+                [{"role": "assistant", "content": "<answer>\0</answer>"}],
+            ],
+            environments=[cut_short, answered],
             log_extra=lambda _, values: episodes.extend(values),
-        )  # fmt: skip
-        record = client.episode(episodes[0])
+        )
+        records = [client.episode(episode) for episode in episodes]
         with pytest.raises(ValueError, match="tictactoe is a multi_turn environment without tools"):
             tool_environment(client, "tictactoe")
-    assert record.status == "aborted" and record.turn == 1
-    assert reward == record.score.total
+    # TRL cut the rollout short (its last message a tool reply): aborted, scored as it stood.
+    assert (records[0].status, records[0].turn) == ("aborted", 1)
+    # The answer is the last step; the NUL an untrained model may sample is replaced.
+    assert (records[1].status, records[1].turn) == ("done", 1)
+    assert records[1].messages[-1].content == "<answer>\ufffd</answer>"
+    assert rewards == [record.score.total for record in records]
 
 
 def test_tool_methods_give_the_tools_schema_back() -> None:

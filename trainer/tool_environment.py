@@ -45,6 +45,13 @@ def text_of(messages: Sequence[Message]) -> str:
     return "\n\n".join(message.content for message in messages if message.content)
 
 
+def storable(text: str) -> str:
+    """The model's text as Wander takes it: the NUL character, which the service refuses
+    (PostgreSQL cannot store it) and an untrained model samples like any other byte,
+    becomes U+FFFD."""
+    return text.replace("\0", "\ufffd")
+
+
 class WanderToolEnvironment:
     """One rollout's Wander episode, as TRL's ``environment_factory`` drives it.
 
@@ -105,7 +112,7 @@ class WanderToolEnvironment:
         episode = self._current()
         if not episode.done:
             if last.get("role") == "assistant" and not last.get("tool_calls"):
-                episode.step(str(last.get("content") or ""))
+                episode.step(storable(str(last.get("content") or "")))
             else:
                 episode.delete()
         return episode.score()
