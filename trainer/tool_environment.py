@@ -115,6 +115,7 @@ class WanderToolEnvironment:
                 episode.step(storable(str(last.get("content") or "")))
             else:
                 episode.delete()
+        self._episode = None  # over: the next reset has nothing to abort
         return episode.score()
 
 
