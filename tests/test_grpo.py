@@ -6,7 +6,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +20,16 @@ from wander.testing import ServiceProcess
 from wander.trainer.config import GRPORunConfig, load_config
 from wander.trainer.grpo import CISPO_EPSILON_HIGH, build_trainer, stratified_order
 from wander.trainer.models import load
+from wander.trainer.tool_environment import tool_environment, wander_score
+from wander.trainer.tool_methods import tool_method
 
 
-@pytest.fixture
-def service(plugin_site: Path, tmp_path: Path) -> Iterator[ServiceProcess]:
-    database = f"sqlite:///{tmp_path}/archive.db"
+@pytest.fixture(scope="module")
+def service(
+    plugin_site: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServiceProcess]:
+    """One service for the module (each test plays under a run label of its own)."""
+    database = f"sqlite:///{tmp_path_factory.mktemp('archive')}/archive.db"
     upgrade(database)
     env = {"PYTHONPATH": str(plugin_site), "WANDER_REDIS_URL": "", "WANDER_DATABASE_URL": database}
     process = ServiceProcess(env).start()
@@ -130,3 +135,238 @@ def test_wander_train_warmup_data_then_sft(service: ServiceProcess, tmp_path: Pa
     empty.write_text("")
     refused = CliRunner().invoke(cli, ["train", "sft", "--data", str(empty)])
     assert refused.exit_code == 2 and "no chat transcripts" in refused.output
+
+
+SCRIPTED_QUERY = "SELECT count(*) FROM customers"
+
+
+def scripted_generation(tokenizer: Any) -> Callable[..., tuple[list[list[int]], None]]:
+    """A stand-in for TRL's ``_generate_single_turn`` (an untrained model rarely writes a
+    tool call): a first turn calls ``run_sql``; a turn after a tool reply answers, in
+    ``<answer>`` tags for the even rollouts of the call and bare for the odd ones, so the
+    members of a GRPO group score differently."""
+    call = json.dumps({"name": "run_sql", "arguments": {"query": SCRIPTED_QUERY}})
+
+    def generate(
+        prompt_ids: list[list[int]], images: Any, fields: Any, num_generations: int, **_: Any
+    ) -> tuple[list[list[int]], None]:
+        def reply(index: int, ids: list[int]) -> str:
+            if "<tool_response>" not in tokenizer.decode(ids):
+                return f"<tool_call>\n{call}\n</tool_call>"
+            return "<answer>7</answer>" if index % 2 == 0 else "7"
+
+        texts = [reply(index, ids) + "<|im_end|>" for index, ids in enumerate(prompt_ids)]
+        return [tokenizer.encode(text, add_special_tokens=False) for text in texts], None
+
+    return generate
+
+
+def test_grpo_steps_through_trls_tool_loop(service: ServiceProcess, tmp_path: Path) -> None:
+    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    run = GRPORunConfig(
+        model="tiny", rollout="environment_factory", url=service.url, env="sql", examples=4,
+        run="trl-tools", output_dir=str(tmp_path / "out"), max_completion_length=256,
+        grpo={
+            "num_generations": 2, "generation_batch_size": 4, "per_device_train_batch_size": 4,
+            "max_steps": 2, "learning_rate": 1e-2, "logging_steps": 1, "use_cpu": True,
+            "save_strategy": "no", "max_tool_calling_iterations": 2,
+        },
+    )  # fmt: skip
+    model, tokenizer = load("tiny", tools=True)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    with WanderClient(service.url) as client:
+        trainer = build_trainer(run, client, model, tokenizer)
+        assert [tool.__name__ for tool in trainer.tools] == [
+            "describe_table", "list_tables", "run_sql"
+        ]  # fmt: skip
+        trainer._generate_single_turn = scripted_generation(tokenizer)
+        [score] = trainer.reward_funcs
+        seen: list[dict[str, Any]] = []
+
+        def spy(**fields: Any) -> list[float | None]:
+            episodes: list[str] = []
+            rewards = score(**{**fields, "log_extra": lambda _, values: episodes.extend(values)})
+            seen.append({"prompts": fields["prompts"], "completions": fields["completions"],
+                         "episodes": episodes, "rewards": rewards})  # fmt: skip
+            return rewards
+
+        trainer.reward_funcs = [spy]
+        trainer.train()
+        for _ in range(50):  # the archive writes behind
+            if any(r.run == "trl-tools" and r.episodes == 8 for r in client.runs().runs):
+                break
+            time.sleep(0.1)
+        archived = {e.id: e for e in client.episodes("trl-tools", limit=100).episodes}
+
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses)
+    assert any(not (before[n] == p).all() for n, p in model.named_parameters())
+    logged = trainer.state.log_history[0]
+    assert {"wander/correct", "wander/format", "wander/efficiency"} <= logged.keys()
+
+    # Every rollout is an archived episode of the run; its reward is Wander's score total.
+    rollouts = [
+        rollout
+        for batch in seen
+        for rollout in zip(
+            batch["episodes"], batch["prompts"], batch["completions"], batch["rewards"], strict=True
+        )
+    ]
+    assert len(rollouts) == 8 and set(archived) == {rollout[0] for rollout in rollouts}
+    for episode_id, prompt, completion, reward in rollouts:
+        record = archived[episode_id]
+        assert record.status == "done" and reward == record.score.total
+        # The episode's opening was the prompt; the scripted call reached Wander as one
+        # step, and its reply reached the model.
+        system, question, call, reply, answer = record.messages
+        assert prompt == [{"role": "user", "content": f"{system.content}\n\n{question.content}"}]
+        [tool_call] = call.tool_calls or []
+        assert tool_call.function.name == "run_sql"
+        assert json.loads(tool_call.function.arguments) == {"query": SCRIPTED_QUERY}
+        assert reply.role == "tool" and reply.content.startswith("count(*)")
+        assert [m["content"] for m in completion if m["role"] == "tool"] == [reply.content]
+        assert answer.content == completion[-1]["content"]
+        assert answer.content in ("<answer>7</answer>", "7")
+        assert record.score.metrics["tool_calls"] == 1
+    assert len({rollout[-1] for rollout in rollouts}) > 1  # formatted and bare answers differ
+
+    # The members of a GRPO group play the same example from the same seed.
+    starts: dict[int, set[int]] = {}
+    for record in archived.values():
+        starts.setdefault(record.example, set()).add(record.seed)
+    assert sorted(starts) == [0, 1, 2, 3] and all(len(seeds) == 1 for seeds in starts.values())
+    assert sorted(e.example for e in archived.values()) == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_a_tool_environment_plays_its_rollout_as_one_wander_episode(
+    service: ServiceProcess,
+) -> None:
+    with WanderClient(service.url) as client:
+        factory = tool_environment(client, "sql", config={"max_turns": 2}, run="trl-env")
+        environment = factory()
+        opening = environment.reset(example=3, seed=42, prompt=[{"role": "user", "content": ""}])
+        tables = environment.list_tables()
+        last = environment.run_sql(query="SELECT 1 AS one")  # the second turn: the last
+        with pytest.raises(RuntimeError, match="the episode has ended"):
+            environment.list_tables()
+        episodes: list[str] = []
+        answer = [{"role": "assistant", "content": "<answer>1</answer>"}]
+        [reward] = wander_score(
+            completions=[answer], environments=[environment],
+            log_extra=lambda _, values: episodes.extend(values),
+        )  # fmt: skip
+        record = client.episode(episodes[0])
+
+    assert (record.example, record.seed, record.run) == (3, 42, "trl-env")
+    system, question, *played = record.messages
+    assert opening == f"{system.content}\n\n{question.content}"
+    assert [(m.role, m.tool_calls[0].function.name if m.tool_calls else None) for m in played] == [
+        ("assistant", "list_tables"), ("tool", None),
+        ("assistant", "run_sql"), ("tool", None), ("user", None),
+    ]  # fmt: skip
+    assert tables == played[1].content and "customers" in tables.splitlines()
+    assert last == f"{played[3].content}\n\n{played[4].content}"
+    assert "The limit of 2 turns was reached" in last
+    # Ended by its turn limit, the episode takes no final answer; the reward is its score.
+    assert record.status == "done" and record.turn == 2
+    assert reward == record.score.total and record.score.metrics["answered"] is False
+
+
+def test_wander_score_ends_every_rollout(service: ServiceProcess) -> None:
+    with WanderClient(service.url) as client:
+        factory = tool_environment(client, "sql", run="trl-env")
+        cut_short, answered = factory(), factory()
+        cut_short.reset(example=0)
+        reply = cut_short.run_sql(query="SELECT count(*) FROM products")
+        answered.reset(example=1)
+        episodes: list[str] = []
+        rewards = wander_score(
+            completions=[
+                [{"role": "assistant", "content": ""}, {"role": "tool", "content": reply}],
+                [{"role": "assistant", "content": "<answer>\0</answer>"}],
+            ],
+            environments=[cut_short, answered],
+            log_extra=lambda _, values: episodes.extend(values),
+        )
+        records = [client.episode(episode) for episode in episodes]
+        with pytest.raises(ValueError, match="tictactoe is a multi_turn environment without tools"):
+            tool_environment(client, "tictactoe")
+    # TRL cut the rollout short (its last message a tool reply): aborted, scored as it stood.
+    assert (records[0].status, records[0].turn) == ("aborted", 1)
+    # The answer is the last step; the NUL an untrained model may sample is replaced.
+    assert (records[1].status, records[1].turn) == ("done", 1)
+    assert records[1].messages[-1].content == "<answer>\ufffd</answer>"
+    assert rewards == [record.score.total for record in records]
+
+
+def test_tool_methods_give_the_tools_schema_back() -> None:
+    from transformers.utils import get_json_schema
+
+    parameters = {
+        "type": "object",
+        "properties": {
+            "table": {"type": "string", "description": "Table\n  name."},
+            "limit": {"type": "integer", "description": "Rows."},
+            "order": {"type": "string", "enum": ["asc", "desc"], "description": "Order."},
+            "columns": {"type": "array", "items": {"type": "string"}, "description": "Columns."},
+        },
+        "required": ["table", "order"],
+    }
+    tool = {"type": "function", "function": {"name": "peek", "description": "Look at a table.",
+                                              "parameters": parameters}}  # fmt: skip
+    method = tool_method(tool)
+    owner = type("Owner", (), {"peek": method, "_call_tool": lambda self, *call: call})
+    properties = {**parameters["properties"], "table": {"type": "string",
+                                                       "description": "Table name."}}  # fmt: skip
+    assert get_json_schema(owner().peek) == {
+        "type": "function",
+        "function": {"name": "peek", "description": "Look at a table.",
+                     "parameters": {**parameters, "properties": properties}},
+    }  # fmt: skip
+    # The call goes to the environment as the model wrote it, unknown arguments included.
+    assert owner().peek(table="t", extra=1) == ("peek", {"table": "t", "extra": 1})
+    for name in ("reset", "get_reward", "_hidden", "not-python"):
+        with pytest.raises(ValueError, match=repr(name)):
+            tool_method({"type": "function", "function": {"name": name}})
+
+
+def test_the_tool_loop_config() -> None:
+    run = load_config(Path(__file__).parents[1] / "trainer" / "configs" / "sql_tools.toml")
+    assert (run.rollout, run.env) == ("environment_factory", "sql")
+    with pytest.raises(ValueError, match="max_tokens_per_turn is for rollout"):
+        GRPORunConfig(rollout="environment_factory", sampling={"max_tokens_per_turn": 64})
+
+
+def test_wander_train_grpo_through_the_tool_loop(service: ServiceProcess, tmp_path: Path) -> None:
+    """The config switch, end to end on the command line, with the untrained tiny model
+    (its rollouts end without a tool call: each is one final answer)."""
+    config = tmp_path / "sql.toml"
+    config.write_text(f"""
+model = "tiny"
+rollout = "environment_factory"
+env = "sql"
+examples = 2
+run = "trl-cli"
+output_dir = "{tmp_path / "out"}"
+max_completion_length = 16
+[grpo]
+num_generations = 2
+generation_batch_size = 4
+per_device_train_batch_size = 4
+max_steps = 1
+save_strategy = "no"
+""")
+    runner = CliRunner(env={"COLUMNS": "200"})  # usage errors are boxed; no wrapping inside
+    command = ["train", "grpo", "--config", str(config), "--url", service.url]
+    trained = runner.invoke(cli, command)
+    assert trained.exit_code == 0, trained.output
+    with WanderClient(service.url) as client:
+        for _ in range(50):  # the archive writes behind
+            if any(r.run == "trl-cli" and r.episodes == 4 for r in client.runs().runs):
+                break
+            time.sleep(0.1)
+        page = client.episodes("trl-cli", limit=10)
+    assert page.total == 4 and {e.status for e in page.episodes} == {"done"}
+    config.write_text(config.read_text().replace('"sql"', '"tictactoe"'))
+    refused = runner.invoke(cli, command)
+    assert refused.exit_code == 2 and "without tools" in refused.output

@@ -2,14 +2,16 @@
 
 Top-level keys describe the run against the service; ``[grpo]`` and ``[peft]``
 pass through to TRL's ``GRPOConfig`` and PEFT's ``LoraConfig`` (any of their
-options), ``[sampling]`` controls each turn's generation.
+options), ``[sampling]`` controls each turn's generation. ``rollout`` picks who
+plays the episodes: Wander's rollout function (any environment), or TRL's own
+tool loop through ``environment_factory`` (tool environments).
 """
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -28,6 +30,12 @@ class GRPORunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field("tiny", description="A hub id or local path, or `tiny` (built offline).")
+    rollout: Literal["rollout_func", "environment_factory"] = Field(
+        "rollout_func",
+        description="`rollout_func`: Wander's rollout plays the episodes (any environment). "
+        "`environment_factory`: TRL's tool loop plays them, each tool call one Wander step "
+        "(tool environments; the model's chat template must support tools).",
+    )
     url: str = Field("http://127.0.0.1:8000", description="The Wander service.")
     env: str = "tictactoe"
     env_config: dict[str, Any] = Field(default_factory=dict)
@@ -50,6 +58,18 @@ class GRPORunConfig(BaseModel):
                 f"env_config.num_groups ({groups}) must equal generation_batch_size / "
                 f"num_generations ({batch} / {generations}) so that every batch spans the "
                 "opponent strata evenly"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _turn_length_needs_the_rollout(self) -> GRPORunConfig:
+        if (
+            self.rollout == "environment_factory"
+            and "max_tokens_per_turn" in self.sampling.model_fields_set
+        ):
+            raise ValueError(
+                'sampling.max_tokens_per_turn is for rollout = "rollout_func"; TRL\'s tool '
+                "loop (environment_factory) generates each turn within max_completion_length"
             )
         return self
 

@@ -1,9 +1,11 @@
-"""``wander train grpo``: TRL's GRPOTrainer with the Wander rollout."""
+"""``wander train grpo``: TRL's GRPOTrainer playing the service, by Wander's rollout
+function or by TRL's own tool loop (``rollout`` in the config)."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from wander.client import WanderClient
@@ -11,6 +13,7 @@ from wander.trainer.backends import Sampling
 from wander.trainer.config import GRPORunConfig
 from wander.trainer.models import device_defaults
 from wander.trainer.rollout import WanderRollout, example_prompt
+from wander.trainer.tool_environment import tool_environment, wander_score
 
 
 def stratified_order(examples: int, groups: int, seed: int = 0) -> list[int]:
@@ -42,12 +45,64 @@ CISPO_EPSILON_HIGH = 5.0
 a fifth of the learning rate. 5.0 is the value TRL's docs recommend (ScaleRL)."""
 
 
+@dataclass(frozen=True)
+class RolloutPlan:
+    """How a run plays the service, as TRL is handed it: the reward functions and
+    their weights, the dataset row of an example, and ``rollout_func=`` or
+    ``environment_factory=``."""
+
+    reward_funcs: list[Callable[..., list[Any]]]
+    reward_weights: list[float]
+    row: Callable[[int], dict[str, Any]]
+    generation: dict[str, Any]
+
+
+def rollout_func_plan(run: GRPORunConfig, client: WanderClient, tokenizer: Any) -> RolloutPlan:
+    """Wander's rollout function plays the episodes; one reward function per score
+    component, with the environment's weight."""
+    components = client.environment(run.env).reward_components
+    rollout = WanderRollout(
+        client,
+        run.env,
+        tokenizer,
+        [c.name for c in components],
+        config=run.env_config,
+        split=run.split,
+        run=run.run,
+        sampling=Sampling(
+            run.sampling.max_tokens_per_turn, run.sampling.temperature, run.sampling.top_p
+        ),
+        max_completion_length=run.max_completion_length,
+    )
+    return RolloutPlan(
+        [reward_function(c.name) for c in components],
+        [c.weight for c in components],
+        lambda example: {"prompt": example_prompt(example)},
+        {"rollout_func": rollout},
+    )
+
+
+def environment_factory_plan(run: GRPORunConfig, client: WanderClient) -> RolloutPlan:
+    """TRL's tool loop plays the episodes (``tool_environment``); the reward is Wander's
+    score total. A row is its example: TRL hands it to ``reset``, and with no
+    ``prompt`` column the prompt is the episode's opening text."""
+    factory = tool_environment(client, run.env, config=run.env_config, split=run.split, run=run.run)
+    return RolloutPlan(
+        [wander_score],
+        [1.0],
+        lambda example: {"example": example},
+        {"environment_factory": factory},
+    )
+
+
 def build_trainer(run: GRPORunConfig, client: WanderClient, model: Any, tokenizer: Any) -> Any:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    info = client.environment(run.env)
-    components = [c.name for c in info.reward_components]
+    if run.rollout == "environment_factory":
+        plan = environment_factory_plan(run, client)
+    else:
+        plan = rollout_func_plan(run, client, tokenizer)
     options = {
         "output_dir": run.output_dir,
         "max_completion_length": run.max_completion_length,
@@ -57,27 +112,13 @@ def build_trainer(run: GRPORunConfig, client: WanderClient, model: Any, tokenize
         "report_to": "none",
         **device_defaults(),
         **run.grpo,
-        "reward_weights": [c.weight for c in info.reward_components],
+        "reward_weights": plan.reward_weights,
     }
     if options.get("loss_type") == "cispo":
         options.setdefault("epsilon_high", CISPO_EPSILON_HIGH)
     args = GRPOConfig(**options)
     groups = args.generation_batch_size // args.num_generations
     order = stratified_order(run.examples, groups, args.seed)
-    dataset = Dataset.from_list([{"prompt": example_prompt(i)} for i in order])
-    rollout = WanderRollout(
-        client,
-        run.env,
-        tokenizer,
-        components,
-        config=run.env_config,
-        split=run.split,
-        run=run.run,
-        sampling=Sampling(
-            run.sampling.max_tokens_per_turn, run.sampling.temperature, run.sampling.top_p
-        ),
-        max_completion_length=run.max_completion_length,
-    )
     peft_config = None
     if run.peft is not None:
         from peft import LoraConfig
@@ -85,10 +126,10 @@ def build_trainer(run: GRPORunConfig, client: WanderClient, model: Any, tokenize
         peft_config = LoraConfig(task_type="CAUSAL_LM", **run.peft)
     return GRPOTrainer(
         model=model,
-        reward_funcs=[reward_function(name) for name in components],
+        reward_funcs=plan.reward_funcs,
         args=args,
-        train_dataset=dataset,
+        train_dataset=Dataset.from_list([plan.row(i) for i in order]),
         processing_class=tokenizer,
-        rollout_func=rollout,
         peft_config=peft_config,
+        **plan.generation,
     )

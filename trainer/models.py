@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 
-def load(model: str) -> tuple[Any, Any]:
+def load(model: str, *, tools: bool = False) -> tuple[Any, Any]:
     """``(model, tokenizer)``; ``tiny`` builds both offline, anything else is
-    ``from_pretrained`` (hub id or local path), as users expect."""
+    ``from_pretrained`` (hub id or local path), as users expect. ``tools``: the tiny
+    tokenizer gets a chat template TRL's tool loop accepts (a hub model's own
+    template is its own affair)."""
     if model == "tiny":
         from wander.trainer.tiny import build_model, build_tokenizer
 
-        tokenizer = build_tokenizer()
+        tokenizer = build_tokenizer(tools=tools)
         return build_model(tokenizer), tokenizer
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

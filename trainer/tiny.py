@@ -52,8 +52,14 @@ def untrained_tokenizer(vocab_size: int) -> tuple[Tokenizer, trainers.BpeTrainer
     return tokenizer, trainer
 
 
-def build_tokenizer() -> PreTrainedTokenizerFast:
-    """The shipped tokenizer with its chat template, ready for ``transformers``."""
+def build_tokenizer(*, tools: bool = False) -> PreTrainedTokenizerFast:
+    """The shipped tokenizer with its chat template, ready for ``transformers``.
+
+    ``tools``: TRL's copy of Qwen3's template instead, for TRL's tool loop
+    (``environment_factory``). TRL parses tool calls only out of chat templates it
+    knows, compared character for character, and the plain ChatML one renders no
+    tools; Qwen3's is ChatML with tools, on the same special tokens.
+    """
     wrapped = PreTrainedTokenizerFast(
         tokenizer_object=Tokenizer.from_str(TOKENIZER_FILE.read_text()),
         pad_token="<|pad|>",
@@ -62,6 +68,10 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
         unk_token=None,
     )
     wrapped.chat_template = CHAT_TEMPLATE
+    if tools:
+        from trl.chat_template_utils import qwen3_chat_template
+
+        wrapped.chat_template = qwen3_chat_template
     return wrapped
 
 

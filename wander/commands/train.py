@@ -46,9 +46,12 @@ def grpo(
         run = load_config(config)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
-    model, tokenizer = load(run.model)
+    model, tokenizer = load(run.model, tools=run.rollout == "environment_factory")
     with WanderClient(url or run.url) as client:
-        trainer = build_trainer(run, client, model, tokenizer)
+        try:
+            trainer = build_trainer(run, client, model, tokenizer)
+        except ValueError as exc:  # e.g. environment_factory on an environment without tools
+            raise typer.BadParameter(str(exc), param_hint="--config") from exc
         trainer.train()
     trainer.save_model(run.output_dir)
     tokenizer.save_pretrained(run.output_dir)

@@ -1,0 +1,185 @@
+"""TRL's ``environment_factory`` over a Wander tool environment (TRL 1.16).
+
+In this path TRL plays the episode itself: it renders the prompt with the tools'
+schemas, generates, parses the model's tool calls, calls the environment's
+methods and feeds their replies back, until the model answers without a tool
+call. Wander keeps what it adds: every rollout is a Wander episode (per-turn
+seeds, the run label, the archive and its summaries), and the reward is
+Wander's score.
+
+- ``tool_environment(client, env, ...)`` fetches the environment's tool schemas
+  from the service and makes the class TRL takes as ``environment_factory``:
+  one public method per tool (``tool_methods``), everything else private (TRL
+  makes every public method a tool).
+- ``reset(**row)`` creates the episode of the dataset row's ``example`` (and
+  ``seed``, when the row has one; otherwise the service derives it from the
+  example). TRL repeats each row for the ``num_generations`` rollouts of a GRPO
+  group, so the members of a group start from the same position.
+- Each tool call is one Wander step holding that one tool call; the method
+  returns the text of the step's observation (the tool's reply).
+- ``wander_score`` is the reward function. TRL never hands the model's final,
+  tool-free message to the environment, and in a tool environment that message
+  is the answer being graded (``sql``: ``<answer>...</answer>``). TRL's other
+  hook, ``get_reward``, takes no arguments and so never sees it either; a reward
+  function receives both the ``completions`` and the ``environments``, so this
+  one sends the final message as the episode's last step (which ends the
+  episode: scored and archived under the run) and returns Wander's score total.
+  A rollout TRL cut short (out of tokens or tool-call iterations, its last
+  message still a tool call or a tool reply) is aborted instead: archived as
+  ``aborted``, rewarded with the score it reached.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from wander.client import AssistantMessage, Episode, Message, Score, ToolCall, WanderClient
+from wander.trainer.tool_methods import tool_method
+
+
+def text_of(messages: Sequence[Message]) -> str:
+    """What the model is shown of Wander's messages: their contents, a blank line apart."""
+    return "\n\n".join(message.content for message in messages if message.content)
+
+
+def storable(text: str) -> str:
+    """The model's text as Wander takes it: the NUL character, which the service refuses
+    (PostgreSQL cannot store it) and an untrained model samples like any other byte,
+    becomes U+FFFD."""
+    return text.replace("\0", "\ufffd")
+
+
+class WanderToolEnvironment:
+    """One rollout's Wander episode, as TRL's ``environment_factory`` drives it.
+
+    TRL makes one instance per concurrent rollout and reuses it: ``reset`` starts
+    every rollout. Subclasses made by ``tool_environment`` add the tools and the
+    service to talk to.
+    """
+
+    _client: ClassVar[WanderClient]
+    _env: ClassVar[str]
+    _episode_options: ClassVar[dict[str, Any]]
+    """``config``, ``split`` and ``run`` of every episode created."""
+
+    def __init__(self) -> None:
+        self._episode: Episode | None = None
+
+    def reset(self, **row: Any) -> str:
+        """Create the episode of ``row["example"]`` (with ``row["seed"]``, if given) and
+        return its opening messages' text, which TRL appends to the prompt's last user
+        message. An episode of this instance left unscored (a trainer without
+        ``wander_score``) is aborted first, so none stays open in the store."""
+        if "example" not in row:
+            raise ValueError(
+                "each dataset row needs an `example` column: the index of the Wander "
+                f"example the rollout plays (the row has {sorted(row)})"
+            )
+        if self._episode is not None and not self._episode.done:
+            self._episode.delete()
+        [self._episode] = self._client.create(
+            self._env, example=int(row["example"]), seed=row.get("seed"), **self._episode_options
+        )
+        return text_of(self._episode.observation)
+
+    def _current(self) -> Episode:
+        if self._episode is None:
+            raise RuntimeError("reset() starts an episode before its tools are called")
+        return self._episode
+
+    def _call_tool(self, name: str, arguments: dict[str, Any]) -> str:
+        """One Wander step holding this one tool call; the text of what the environment
+        answered. TRL reports an exception to the model as the call's error."""
+        episode = self._current()
+        if episode.done:
+            raise RuntimeError("the episode has ended; no more tool calls are run")
+        call = ToolCall.model_validate(
+            {
+                "id": f"call_{episode.turn}",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+        )
+        result = episode.step(AssistantMessage(tool_calls=[call]))
+        return text_of(result.observation)
+
+    def _finish(self, last: Mapping[str, Any]) -> Score:
+        """End the episode with the rollout's ``last`` message, and its score: a final
+        answer (an assistant message without tool calls) is its last step; anything
+        else means TRL cut the rollout short, and the episode is aborted."""
+        episode = self._current()
+        if not episode.done:
+            if last.get("role") == "assistant" and not last.get("tool_calls"):
+                episode.step(storable(str(last.get("content") or "")))
+            else:
+                episode.delete()
+        self._episode = None  # over: the next reset has nothing to abort
+        return episode.score()
+
+
+def class_name(env: str) -> str:
+    """``sql`` -> ``SqlEnvironment``, ``rg/chain_sum`` -> ``RgChainSumEnvironment``."""
+    return "".join(part.capitalize() for part in re.split(r"[^0-9A-Za-z]+", env)) + "Environment"
+
+
+def tool_environment(
+    client: WanderClient,
+    env: str,
+    *,
+    config: Mapping[str, Any] | None = None,
+    split: str = "train",
+    run: str | None = None,
+) -> type[WanderToolEnvironment]:
+    """The ``environment_factory`` for ``env``: a class with one method per tool the
+    service publishes for it, whose episodes are created with ``config``, ``split``
+    and the ``run`` label. Raises ValueError for an environment without tools."""
+    info = client.environment(env)
+    if info.kind != "tool" or not info.tools:
+        raise ValueError(
+            f"{env} is a {info.kind} environment without tools; environment_factory plays "
+            'tool environments (train it with rollout = "rollout_func")'
+        )
+    name = class_name(env)
+    attributes: dict[str, Any] = {
+        "__doc__": f"Episodes of Wander's {env} for TRL: {info.description}",
+        "__module__": __name__,
+        "__qualname__": name,
+        "_client": client,
+        "_env": env,
+        "_episode_options": {"config": config, "split": split, "run": run},
+    }
+    for tool in info.tools:
+        method = tool_method(tool)
+        attributes[method.__name__] = method
+    return type(name, (WanderToolEnvironment,), attributes)
+
+
+def wander_score(
+    completions: Sequence[Sequence[Mapping[str, Any]]],
+    environments: Sequence[Any],
+    log_metric: Callable[[str, float], None] | None = None,
+    log_extra: Callable[[str, list[Any]], None] | None = None,
+    **_: Any,
+) -> list[float | None]:
+    """TRL reward function: finish each rollout's episode with its last message and
+    return Wander's score total (None for a rollout of another environment class).
+    Logs the mean of each score component (``wander/<component>``) and each
+    completion's episode id (``wander_episode``, in TRL's completions table)."""
+    scores: list[Score | None] = [
+        environment._finish(completion[-1])
+        if isinstance(environment, WanderToolEnvironment)
+        else None
+        for completion, environment in zip(completions, environments, strict=True)
+    ]
+    if log_metric is not None:
+        by_component: dict[str, list[float]] = {}
+        for score in scores:
+            for component, value in (score.components if score else {}).items():
+                by_component.setdefault(component, []).append(value)
+        for component, values in by_component.items():
+            log_metric(f"wander/{component}", sum(values) / len(values))
+    if log_extra is not None:
+        log_extra("wander_episode", [score.episode_id if score else None for score in scores])
+    return [score.total if score else None for score in scores]
