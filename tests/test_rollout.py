@@ -5,6 +5,7 @@ from __future__ import annotations
 from tests.agents import ScriptedBackend
 from wander.client import WanderClient
 from wander.testing import ServiceProcess
+from wander.trainer.backends import Generation
 from wander.trainer.rollout import WanderRollout, example_prompt, render
 from wander.trainer.tiny import build_tokenizer
 
@@ -52,3 +53,25 @@ def test_completion_is_model_and_environment_tokens_with_the_mask(live: ServiceP
         assert tokenizer.decode(environment).count("<|im_start|>user") == record.turn - 1
         assert all(lp == 0.0 for lp, m in zip(output["logprobs"][i], mask, strict=True) if m == 0)
         assert all(lp == -0.5 for lp, m in zip(output["logprobs"][i], mask, strict=True) if m == 1)
+
+
+class NulBackend(ScriptedBackend):
+    """The scripted answers with a NUL after them: an untrained model samples any byte."""
+
+    def generate(self, prompts: list[list[int]]) -> list[Generation]:
+        nul = self.tokenizer.encode("\0", add_special_tokens=False)
+        answers = [[*g.token_ids[:-1], *nul, g.token_ids[-1]] for g in super().generate(prompts)]
+        return [Generation(ids, [-0.5] * len(ids)) for ids in answers]
+
+
+def test_a_sampled_nul_is_sent_as_a_replacement_character(live: ServiceProcess) -> None:
+    """The service refuses NUL (PostgreSQL cannot store it); one sampled NUL must not fail
+    the batch of steps, and so the training step."""
+    tokenizer = build_tokenizer()
+    with WanderClient(live.url) as client:
+        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
+                                run="rollout-nul", backend=NulBackend(tokenizer))  # fmt: skip
+        output = rollout([example_prompt(3)] * 2)
+        records = [client.episode(episode_id) for episode_id in output["episode_id"]]
+    answers = [m.content for r in records for m in r.messages if m.role == "assistant"]
+    assert answers and all(a is not None and a.endswith("\ufffd") for a in answers)

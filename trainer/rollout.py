@@ -29,6 +29,7 @@ from wander.trainer.backends import (
     TransformersBackend,
     VLLMServerBackend,
 )
+from wander.trainer.text import storable
 
 
 def example_prompt(example: int) -> list[dict[str, str]]:
@@ -131,7 +132,7 @@ class WanderRollout:
             )
             results = self.client.step_many(
                 [
-                    {"episode_id": t.episode_id, "action": text, "turn": t.turn}
+                    {"episode_id": t.episode_id, "action": storable(text), "turn": t.turn}
                     for t, text in zip(live, texts, strict=True)
                 ]
             )

@@ -37,19 +37,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from wander.client import AssistantMessage, Episode, Message, Score, ToolCall, WanderClient
+from wander.trainer.text import storable
 from wander.trainer.tool_methods import tool_method
 
 
 def text_of(messages: Sequence[Message]) -> str:
     """What the model is shown of Wander's messages: their contents, a blank line apart."""
     return "\n\n".join(message.content for message in messages if message.content)
-
-
-def storable(text: str) -> str:
-    """The model's text as Wander takes it: the NUL character, which the service refuses
-    (PostgreSQL cannot store it) and an untrained model samples like any other byte,
-    becomes U+FFFD."""
-    return text.replace("\0", "\ufffd")
 
 
 class WanderToolEnvironment:
