@@ -133,7 +133,10 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
     database = f"sqlite:///{tmp_path_factory.mktemp('rg-bounds')}/archive.db"
     upgrade(database)
     env = {"WANDER_DATABASE_URL": database, "WANDER_REDIS_URL": ""}
-    process = ServiceProcess({**env, "WANDER_ENV_CALL_SECONDS": str(DEADLINE)}).start()
+    # Eight attacks at a time share two workers: they queue for them, rather than get
+    # 503 env_busy (what queueing past WANDER_ENV_WAIT_SECONDS answers: test_sandbox).
+    limits = {"WANDER_ENV_CALL_SECONDS": str(DEADLINE), "WANDER_ENV_WAIT_SECONDS": "120"}
+    process = ServiceProcess({**env, **limits}).start()
     yield process
     process.stop()
 
