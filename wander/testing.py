@@ -86,7 +86,7 @@ class ServiceProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
 
-    def start(self, timeout: float = 20.0) -> ServiceProcess:
+    def start(self, timeout: float = 60.0) -> ServiceProcess:
         """Start it and wait until ``health`` answers 200; stops it again and raises,
         with what it wrote to stderr, if it exits or stays silent."""
         # A file, not a pipe: nobody reads stderr while the service runs, and a full
