@@ -146,6 +146,9 @@ async def test_a_reset_without_a_body_starts_a_random_example(api: httpx.AsyncCl
         ("post", "/step", {"action": {"type": "call_tool", "tool_name": "run_sql"},
                            "episode_id": "ep_gone"}, 422, "validation_error",
          ["body", "action", "type"]),
+        ("post", "/step", {"action": {"content": "\ud800"}, "episode_id": "ep_gone"}, 400,
+         "bad_request", None),  # a lone surrogate: not JSON the store can keep
+        ("post", "/reset", {"run": "\ud800"}, 400, "bad_request", None),
         ("post", "/reset", {"seed": -1}, 422, "validation_error", ["body", "seed"]),
         ("post", "/reset", {"n": 2}, 422, "validation_error", ["body", "n"]),
         ("post", "/reset", {"example": 10**6}, 422, "validation_error", ["body", "example"]),
@@ -163,7 +166,11 @@ async def test_http_errors_keep_the_service_envelope(
     code: str,
     loc: list[str] | None,
 ) -> None:
-    response = await api.request(method.upper(), f"{TICTACTOE}{path}", json=body)
+    content = None if body is None else json.dumps(body)  # ASCII: lone surrogates escaped
+    headers = {"content-type": "application/json"}
+    response = await api.request(
+        method.upper(), f"{TICTACTOE}{path}", content=content, headers=headers
+    )
     assert response.status_code == status, response.text
     error = error_of(response)
     assert error["code"] == code
@@ -179,6 +186,10 @@ async def test_an_episode_answers_under_its_own_environment_only(api: httpx.Asyn
     assert "/openenv/sql" in error_of(state)["message"]
     reattach = await api.post(f"{TICTACTOE}/reset", json={"episode_id": episode_id})
     assert reattach.status_code == 400
+    body = {"action": {"content": answer(4)}, "episode_id": episode_id}
+    stepped = await api.post(f"{TICTACTOE}/step", json=body)
+    assert (stepped.status_code, error_of(stepped)["code"]) == (400, "bad_request")
+    assert (await record(api, episode_id))["turn"] == 0
     both = await api.post("/openenv/sql/reset", json={"episode_id": episode_id, "seed": 1})
     assert (both.status_code, error_of(both)["details"][0]["loc"]) == (422, ["body", "seed"])
     unknown = await api.get("/openenv/nope/health")
@@ -215,6 +226,10 @@ async def test_mcp_tools_call_steps_the_named_episode(api: httpx.AsyncClient) ->
          -32602),
         (b'{"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "list_tables"}, "id": 3}',
          -32000),
+        (b'{"jsonrpc": "2.0", "method": "tools/call", "id": 3,'
+         b' "params": {"name": "list_tables", "episode_id": "ep_x", "turn": -1}}', -32602),
+        (b'{"jsonrpc": "2.0", "method": "tools/call", "id": 3,'
+         b' "params": {"name": "list_tables", "episode_id": "ep_x"}}', -32000),
     ],
 )  # fmt: skip
 async def test_mcp_errors_are_json_rpc_errors(
@@ -355,6 +370,23 @@ async def test_a_resent_step_is_applied_once(live: ServiceProcess) -> None:
         stale = await call(ws, {"type": "step", "data": {"content": answer(8)}})
         assert stale["data"]["error"]["code"] == "turn_mismatch"
     assert rest(live, episode_id)["turn"] == 2
+
+
+async def test_two_sessions_on_one_episode_never_both_apply_a_turn(live: ServiceProcess) -> None:
+    async with socket(live, f"{TICTACTOE}/ws") as first:
+        opened = await call(first, {"type": "reset", "data": {"example": 6}})
+        episode_id = opened["data"]["metadata"]["episode_id"]
+        async with socket(live, f"{TICTACTOE}/ws?episode_id={episode_id}") as second:
+            moved = await call(first, {"type": "step", "data": {"content": answer(4)}})
+            assert moved["type"] == "observation"
+            overtaken = await call(second, {"type": "step", "data": {"content": answer(0)}})
+            assert overtaken["data"]["code"] == "EXECUTION_ERROR"
+            assert overtaken["data"]["error"] == {
+                "code": "turn_mismatch",
+                "message": "the step is for turn 0, but the episode is at turn 1",
+                "details": {"turn": 1},
+            }
+    assert rest(live, episode_id)["turn"] == 1
 
 
 @pytest.mark.parametrize(

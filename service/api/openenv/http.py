@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Query, Request, Response, status
+from pydantic import TypeAdapter
 
 from wander.service.api.deps import engine_of
 from wander.service.api.errors import ERROR_RESPONSES
@@ -29,17 +30,21 @@ from wander.service.api.openenv.wire import (
     EnvironmentMetadata,
     HealthAnswer,
     OpenEnvAnswer,
-    ResetRequest,
+    OpenEnvResetRequest,
+    OpenEnvStepRequest,
     SchemaAnswer,
-    StepRequest,
     WanderState,
     schemas,
 )
+from wander.service.api.routing import JSONBodyRoute, parse_json_body
 from wander.service.envs.sdk import Environment
 from wander.service.errors import InvalidInput
 
 PREFIX = "/openenv"
-router = APIRouter(prefix=PREFIX, tags=["openenv"], responses=ERROR_RESPONSES)
+router = APIRouter(
+    prefix=PREFIX, tags=["openenv"], responses=ERROR_RESPONSES, route_class=JSONBodyRoute
+)
+RESET_BODY: TypeAdapter[Any] = TypeAdapter(OpenEnvResetRequest)
 
 EpisodeQuery = Annotated[
     str, Query(max_length=200, description="The episode (`metadata.episode_id` of the reset).")
@@ -77,31 +82,41 @@ async def schema(request: Request, env: str) -> SchemaAnswer:
     return _schemas(bool(_env(request, env).tools))
 
 
-@router.post("/{env:path}/reset", response_model=OpenEnvAnswer)
-async def reset(request: Request, env: str, body: ResetRequest | None = None) -> Response:  # type: ignore[valid-type]
+@router.post(
+    "/{env:path}/reset",
+    response_model=OpenEnvAnswer,
+    openapi_extra={"requestBody": {"required": False, "content": {
+        "application/json": {"schema": OpenEnvResetRequest.model_json_schema()}
+    }}},
+)  # fmt: skip
+async def reset(request: Request, env: str) -> Response:
     """A new episode (`seed`, `example`, `split`, `config`, `run`, `metadata`), or the
-    current observation of a live one (`episode_id`)."""
+    current observation of a live one (`episode_id`). The body may be left out, as
+    OpenEnv allows: a random example."""
     session = Session(engine_of(request), _env(request, env))
-    data = {} if body is None else body.model_dump(exclude_unset=True)
+    data = {}
+    if (await request.body()).strip():
+        body = await parse_json_body(request, RESET_BODY)
+        data = body.model_dump(exclude_unset=True)
     with _located("body"):
         return _json(await session.reset(data))
 
 
 @router.post("/{env:path}/step", response_model=OpenEnvAnswer)
-async def step(request: Request, env: str, body: StepRequest) -> Response:
+async def step(request: Request, env: str, body: OpenEnvStepRequest) -> Response:
     """One action on the stored episode `episode_id`; pass `turn` to make a retry safe."""
     environment = _env(request, env)
     with _located("body", "action"):
         action = parse_action(body.action, bool(environment.tools))
-    session = Session(engine_of(request), environment, body.episode_id, body.turn)
+    session = Session(engine_of(request), environment)
+    await session.follow(body.episode_id, body.turn)
     return _json(await session.act(action))
 
 
 @router.get("/{env:path}/state", response_model=WanderState)
 async def state(request: Request, env: str, episode_id: EpisodeQuery) -> Response:
     """OpenEnv's state (`episode_id`, `step_count`) of the episode, and its identity."""
-    session = Session(engine_of(request), _env(request, env), episode_id)
-    return _json(await session.state())
+    return _json(await Session(engine_of(request), _env(request, env)).state(episode_id))
 
 
 @router.post("/{env:path}/mcp", include_in_schema=False)
@@ -113,20 +128,7 @@ async def mcp_call(request: Request, env: str) -> Response:
         body = orjson.loads(await request.body())
     except orjson.JSONDecodeError:
         return _json(mcp.error(mcp.PARSE_ERROR, "Parse error", None))
-    params = body.get("params") if isinstance(body, dict) else None
-    episode_id = turn = None
-    if isinstance(params, dict):
-        params = dict(params)
-        episode_id = params.pop("episode_id", None) or params.pop("session_id", None)
-        turn = params.pop("turn", None)
-        body = {**body, "params": params}
-        if not (episode_id is None or isinstance(episode_id, str)) or not (
-            turn is None or (isinstance(turn, int) and not isinstance(turn, bool) and turn >= 0)
-        ):
-            message = "episode_id must be a string and turn a whole number"
-            return _json(mcp.error(mcp.INVALID_PARAMS, message, body.get("id")))
-    session = Session(engine_of(request), environment, episode_id, turn)
-    return _json(await mcp.handle(session, body))
+    return _json(await mcp.handle(Session(engine_of(request), environment), body, named=True))
 
 
 @router.get("/{env:path}/openapi.json", include_in_schema=False)

@@ -30,8 +30,10 @@ SERVER_ERROR = -32000
 """A Wander error (its code in ``data``): the episode is done, unknown, ..."""
 
 
-async def handle(session: Session, body: Any) -> dict[str, Any]:
-    """The JSON-RPC answer to ``body``."""
+async def handle(session: Session, body: Any, *, named: bool = False) -> dict[str, Any]:
+    """The JSON-RPC answer to ``body``. ``named`` (``POST /mcp``, one request): a
+    ``tools/call`` steps the episode its params name (``episode_id``, or OpenEnv's
+    ``session_id``), at their ``turn`` when given; else the session's episode."""
     try:
         request = JsonRpcRequest.model_validate(body)
     except ValidationError as exc:
@@ -42,7 +44,10 @@ async def handle(session: Session, body: Any) -> dict[str, Any]:
         if request.method == "tools/list":
             result = {"tools": mcp_tools(session.env)}
         else:
-            result = await _call_tool(session, request.params)
+            params = dict(request.params)
+            if named:
+                await _follow(session, params)
+            result = await _call_tool(session, params)
     except InvalidInput as exc:
         return error(INVALID_PARAMS, exc.message, request.id, exc.details)
     except WanderError as exc:
@@ -57,6 +62,21 @@ async def handle(session: Session, body: Any) -> dict[str, Any]:
 def error(code: int, message: str, request_id: Any, data: Any = None) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id,
             "error": {"code": code, "message": message, "data": data}}  # fmt: skip
+
+
+async def _follow(session: Session, params: dict[str, Any]) -> None:
+    """Take the episode and turn out of ``params`` and have the session follow them."""
+    episode_id = params.pop("episode_id", None) or params.pop("session_id", None)
+    turn = params.pop("turn", None)
+    if episode_id is None:
+        return  # the call then says that there is no episode
+    whole = isinstance(turn, int) and not isinstance(turn, bool) and turn >= 0
+    if not isinstance(episode_id, str) or not (turn is None or whole):
+        raise InvalidInput("episode_id must be a string, and turn a whole number", [
+            {"loc": ["params"], "msg": "episode_id: string; turn: integer >= 0",
+             "type": "value_error"}
+        ])  # fmt: skip
+    await session.follow(episode_id, turn)
 
 
 async def _call_tool(session: Session, params: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from wander.client.models import CreateEpisodesRequest
 from wander.service.api.openenv.actions import ListTools, Reply, parse_action
-from wander.service.api.openenv.wire import ResetRequest, field_errors
+from wander.service.api.openenv.wire import OpenEnvResetRequest, field_errors
 from wander.service.engine import Engine
 from wander.service.envs.sdk import Environment
 from wander.service.errors import EpisodeNotFound, InvalidInput, WanderError
@@ -43,19 +43,19 @@ class NoEpisode(WanderError):
 class Session:
     """The episode an OpenEnv client plays, and the turn it expects next."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        env: Environment[Any],
-        episode_id: str | None = None,
-        turn: int | None = None,
-    ) -> None:
+    def __init__(self, engine: Engine, env: Environment[Any]) -> None:
         self.engine = engine
         self.env = env
-        self.episode_id = episode_id
-        self.turn = turn
+        self.episode_id: str | None = None
+        self.turn: int | None = None
         """Sent with each step: None (HTTP without ``turn``) steps whatever turn it is."""
         self.done = False
+
+    async def follow(self, episode_id: str, turn: int | None) -> None:
+        """Step ``episode_id`` at ``turn`` or, without one, at whatever turn it is (an
+        HTTP request); checked first to be an episode of this environment."""
+        await self._record(episode_id)
+        self.episode_id, self.turn = episode_id, turn
 
     async def attach(self, episode_id: str, turn: int | None = None) -> Payload:
         """Continue ``episode_id``: its whole transcript, the prompt to answer next. With
@@ -66,7 +66,7 @@ class Session:
     async def reset(self, data: dict[str, Any]) -> Payload:
         """A new episode (OpenEnv's reset), or a reattach when ``episode_id`` names one."""
         try:
-            request = ResetRequest.model_validate(data)
+            request = OpenEnvResetRequest.model_validate(data)
         except ValidationError as exc:
             raise InvalidInput("the reset is invalid", field_errors(exc)) from None
         label: str | None = request.episode_id
@@ -119,9 +119,10 @@ class Session:
         return {"observation": {"tools": tools, "metadata": metadata},
                 "reward": None, "done": self.done, "metadata": metadata}  # fmt: skip
 
-    async def state(self) -> dict[str, Any]:
-        """OpenEnv's State (``episode_id``, ``step_count``) and the episode's identity."""
-        record = await self._record(self._episode())
+    async def state(self, episode_id: str | None = None) -> dict[str, Any]:
+        """OpenEnv's State (``episode_id``, ``step_count``) and the identity of the
+        session's episode (or of ``episode_id``)."""
+        record = await self._record(episode_id or self._episode())
         return {
             "episode_id": record["id"],
             "step_count": record["turn"],

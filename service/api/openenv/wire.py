@@ -103,10 +103,10 @@ class WanderState(BaseModel):
 
 _CREATION_FIELDS = ("seed", "example", "split", "config", "run", "metadata")
 
-ResetRequest = create_model(
-    "ResetRequest",
+OpenEnvResetRequest = create_model(
+    "OpenEnvResetRequest",
     __config__=ConfigDict(extra="forbid"),
-    __doc__="OpenEnv's reset (``seed``, ``episode_id``) with Wander's creation fields.",
+    __doc__="OpenEnv's reset (`seed`, `episode_id`) with Wander's creation fields.",
     episode_id=(
         Text | None,
         Field(
@@ -126,7 +126,7 @@ ResetRequest = create_model(
 """``POST /reset``'s body and the WS reset frame's ``data``."""
 
 
-class StepRequest(BaseModel):
+class OpenEnvStepRequest(BaseModel):
     """``POST /step``: OpenEnv's StepRequest, plus the stored episode to step."""
 
     model_config = ConfigDict(extra="forbid")
