@@ -66,7 +66,9 @@ def error(code: int, message: str, request_id: Any, data: Any = None) -> dict[st
 
 async def _follow(session: Session, params: dict[str, Any]) -> None:
     """Take the episode and turn out of ``params`` and have the session follow them."""
-    episode_id = params.pop("episode_id", None) or params.pop("session_id", None)
+    episode_id, session_id = params.pop("episode_id", None), params.pop("session_id", None)
+    if episode_id is None:
+        episode_id = session_id
     turn = params.pop("turn", None)
     if episode_id is None:
         return  # the call then says that there is no episode

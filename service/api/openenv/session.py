@@ -122,7 +122,7 @@ class Session:
     async def state(self, episode_id: str | None = None) -> dict[str, Any]:
         """OpenEnv's State (``episode_id``, ``step_count``) and the identity of the
         session's episode (or of ``episode_id``)."""
-        record = await self._record(episode_id or self._episode())
+        record = await self._record(self._episode() if episode_id is None else episode_id)
         return {
             "episode_id": record["id"],
             "step_count": record["turn"],
