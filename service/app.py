@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, params
 
 from wander.service import logs
-from wander.service.api import admin, environments, episodes, health, runs
+from wander.service.api import admin, environments, episodes, health, openenv, runs
 from wander.service.api.docs import install_docs
 from wander.service.api.errors import install_error_handlers
 from wander.service.api.limits import BodyLimitMiddleware
@@ -82,6 +82,7 @@ def create_app(
     app.include_router(runs.router)
     app.include_router(health.router)
     app.include_router(admin.router)
+    app.include_router(openenv.router)  # OpenEnv's routes and WebSocket under /openenv/{env}
     install_docs(app)
     install_openapi(app)
     return app

@@ -43,6 +43,7 @@ CONFIG = SchemathesisConfig.from_dict({
         "body.n": {"dictionary": "small", "probability": 0.8},
         "path.run": {"dictionary": "runs", "probability": 0.5},
         "path.name": {"dictionary": "envs", "probability": 0.5},
+        "path.env": {"dictionary": "envs", "probability": 0.8},
     },
 })  # fmt: skip
 # The document does not depend on the settings: the one an app builds is the one served.
@@ -100,7 +101,14 @@ def base_url(
 # sizes) or on the settings (`n` up to WANDER_MAX_GROUP_SIZE); and free-form `config` and
 # `metadata` hold no NUL and no integer past 64 bits, and JSON Schema cannot tell the
 # integer 10**20 (refused) from the float 1e20 (kept).
-BEYOND_THE_DOCUMENT = {"POST /v1/episodes": [positive_data_acceptance]}
+# The OpenEnv surface's reset is such a creation; its step takes an OpenEnv action, a free-form
+# object as OpenEnv's StepRequest has it, whose rules (a `content`, or a tool action of a tool
+# environment, and no other field) depend on the environment too.
+BEYOND_THE_DOCUMENT = {
+    "POST /v1/episodes": [positive_data_acceptance],
+    "POST /openenv/{env}/reset": [positive_data_acceptance],
+    "POST /openenv/{env}/step": [positive_data_acceptance],
+}
 
 
 @SCHEMA.parametrize()

@@ -76,7 +76,7 @@ class JSONBodyRoute(APIRoute):
                 values = {p.name: request.path_params[p.alias] for p in rest.path_params}
                 if rest.request_param_name:
                     values[rest.request_param_name] = request
-            values[body.name] = await _parse(request, adapter)
+            values[body.name] = await parse_json_body(request, adapter)
             response: Response = await endpoint(**values)
             if response.background is None:
                 response.background = background
@@ -85,7 +85,7 @@ class JSONBodyRoute(APIRoute):
         return handle
 
 
-async def _parse(request: Request, adapter: TypeAdapter[Any]) -> Any:
+async def parse_json_body(request: Request, adapter: TypeAdapter[Any]) -> Any:
     """The JSON body, validated from its bytes, with the errors FastAPI's parsing gives."""
     if not is_json(request.headers.get("content-type", "")):
         raise WanderError(NOT_JSON)  # bad_request
