@@ -17,6 +17,13 @@ SCRIPT = textwrap.dedent(
     heavy = [m for m in ("fastapi", "uvicorn", "redis", "sqlalchemy", "torch")
              if importlib.util.find_spec(m)]
     assert not heavy, f"installed without being asked for: {heavy}"
+    import wander
+    try:
+        wander.WanderTaskset
+    except ModuleNotFoundError as missing:  # the Verifiers taskset, without its extra
+        assert "pip install 'wander-rl[verifiers]'" in str(missing), missing
+    else:
+        raise AssertionError("wander.WanderTaskset without verifiers installed")
     from wander.client import WanderClient
     with WanderClient(sys.argv[1]) as wander:
         [episode] = wander.create("tictactoe", example=0, config={"max_turns": 2})

@@ -251,6 +251,59 @@ def test_the_baseline_server_refuses_other_prompts(baseline_server: ServiceProce
     assert response.json()["error"]["type"] == "invalid_request_error"
 
 
+def completion(server: ServiceProcess, content: str, **options: Any) -> httpx.Response:
+    body = {"model": "minimax", "messages": [{"role": "user", "content": content}], **options}
+    response = httpx.post(f"{server.url}/v1/chat/completions", json=body)
+    assert response.status_code == 200, response.text
+    return response
+
+
+WIN = "<think>Cell 2 completes a line of X: I win.</think>\n<move>2</move>"
+BLOCK = "<think>O would complete a line at 1, so I block it.</think>\n<move>1</move>"
+
+
+def test_the_baseline_server_streams_as_openai_does(baseline_server: ServiceProcess) -> None:
+    """Server-sent events ending in [DONE]: what Verifiers' harnesses ask for."""
+    board = render_board("XX.OO....") + "\n\nYour turn."
+    options = {"stream": True, "stream_options": {"include_usage": True}}
+    response = completion(baseline_server, board, **options)
+    assert response.headers["content-type"].startswith("text/event-stream")
+    events = response.text.split("\n\n")
+    assert events[-2:] == ["data: [DONE]", ""]
+    chunks = [json.loads(event.removeprefix("data: ")) for event in events[:-2]]
+    assert {(c["object"], c["id"], c["model"]) for c in chunks} == {
+        ("chat.completion.chunk", chunks[0]["id"], "minimax")
+    }
+    choices = [choice for chunk in chunks for choice in chunk["choices"]]
+    assert choices == [
+        {"index": 0, "delta": {"role": "assistant", "content": WIN}, "finish_reason": None},
+        {"index": 0, "delta": {}, "finish_reason": "stop"},
+    ]
+    assert chunks[-1]["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    unasked = completion(baseline_server, board, stream=True).text.split("\n\n")
+    assert len(unasked) == 4 and "usage" not in unasked[1]  # two chunks, [DONE], ""
+    plain = completion(baseline_server, board).json()
+    assert plain["choices"][0]["message"] == {"role": "assistant", "content": WIN}
+
+
+def test_the_baseline_server_reads_observations_wrapped_in_json(
+    baseline_server: ServiceProcess,
+) -> None:
+    """As Verifiers' OpenEnvTaskset sends them: the prompt, or else the last message."""
+    board = render_board("X...O..O.") + "\n\nYour turn."
+    schema = {"title": "WanderAction", "required": ["content"], "type": "object"}
+    by_prompt = {"prompt": board, "messages": [{"role": "user", "content": "stale"}]}
+    by_messages = {"messages": [{"role": "user", "content": board}], "metadata": {"turn": 2}}
+    for observation in (by_prompt, by_messages):
+        wrapped = json.dumps({"observation": observation, "action_schema": schema})
+        assert "\\n" in wrapped  # the board's newlines arrive escaped
+        answer = completion(baseline_server, wrapped).json()["choices"][0]["message"]
+        assert answer["content"] == BLOCK
+    unwrapped = json.dumps({"observation": {"prompt": board}})  # not OpenEnvTaskset's shape
+    body = {"model": "minimax", "messages": [{"role": "user", "content": unwrapped}]}
+    assert httpx.post(f"{baseline_server.url}/v1/chat/completions", json=body).status_code == 400
+
+
 def test_wander_eval_prints_the_table_and_saves(live: ServiceProcess, tmp_path: Path) -> None:
     args = ["eval", "tictactoe", "--policy", "minimax", "-n", "5", "-r", "2", "--seed", "1",
             "--config", json.dumps(OPTIMAL), "--url", live.url, "--run", "cli-eval",

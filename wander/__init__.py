@@ -9,6 +9,33 @@ The one import root of the ``wander-rl`` distribution:
 - ``wander.sdk``: what an environment author imports.
 - ``wander.testing``: a real ``wander serve`` for tests and benchmarks.
 - ``wander.cli``: the ``wander`` command, which imports each layer lazily.
+- ``wander.WanderTaskset``, ``wander.WanderEnv``: Wander as a Verifiers 0.4 taskset
+  (``vf-eval wander``; the ``verifiers`` extra), from ``wander.client.verifiers``.
 
 ``docs/architecture.md`` says which layer may import which; ``make lint`` checks it.
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["WanderEnv", "WanderTaskset"]
+"""What Verifiers 0.4 takes from ``wander`` when a run names the taskset ``wander``
+(``vf-eval wander``): it imports the top-level module named after the id and reads
+``__all__`` for one ``Taskset`` and one ``Env`` subclass. Both live in
+``wander.client.verifiers``, imported only when asked for (``__getattr__``), so that
+``import wander`` never imports verifiers."""
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module 'wander' has no attribute {name!r}")
+    try:
+        from wander.client import verifiers
+    except ModuleNotFoundError as exc:
+        if exc.name != "verifiers":
+            raise
+        raise ModuleNotFoundError(
+            f"wander.{name} needs Verifiers: pip install 'wander-rl[verifiers]'", name=exc.name
+        ) from exc
+    return getattr(verifiers, name)
