@@ -238,3 +238,11 @@ def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )  # fmt: skip
     assert install.returncode == 0, install.stderr
     return target
+
+
+@pytest.fixture
+async def client(service: ServiceProcess) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client of the requesting module's ``service`` fixture (a real ``wander
+    serve`` it starts with settings of its own)."""
+    async with httpx.AsyncClient(base_url=service.url, timeout=60) as http:
+        yield http

@@ -9,7 +9,7 @@ the environment and the exception's class: never a 500.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -63,12 +63,6 @@ def service(
     process = ServiceProcess(env).start()
     yield process
     process.stop()
-
-
-@pytest.fixture
-async def client(service: ServiceProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=service.url, timeout=60) as http:
-        yield http
 
 
 def assert_env_error(response: httpx.Response, raised: str) -> None:

@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import os
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -139,12 +139,6 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
     process = ServiceProcess({**env, **limits}).start()
     yield process
     process.stop()
-
-
-@pytest.fixture
-async def client(service: ServiceProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=service.url, timeout=60) as http:
-        yield http
 
 
 async def test_oversized_configs_are_refused_while_others_are_served(

@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -46,12 +46,6 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
     ).start()
     yield process
     process.stop()
-
-
-@pytest.fixture
-async def client(service: ServiceProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=service.url, timeout=60) as http:
-        yield http
 
 
 async def answer(client: httpx.AsyncClient, env: str, text: str) -> httpx.Response:
