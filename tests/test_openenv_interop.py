@@ -26,6 +26,7 @@ from wander.testing import ServiceProcess
 
 CLIENT = Path(__file__).with_name("openenv_client.py")
 TIMEOUT = 300
+pytestmark = pytest.mark.timeout(900)  # a first run builds the client's venv: minutes
 
 
 @pytest.fixture
