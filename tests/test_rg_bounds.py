@@ -162,21 +162,29 @@ async def test_oversized_configs_are_refused_while_others_are_served(
     stop.set()
     latencies = await light
 
-    past_bounds = 0
+    past_bounds, refusal_times, played_times = 0, [], []
     for (dataset, config), (response, elapsed) in zip(attacks, answers, strict=True):
         assert response.status_code in (201, 422), (dataset, config, response.text)
-        assert elapsed < DEADLINE + 20, (dataset, config, elapsed)  # a worker's start included
         if response.status_code == 422:
             assert error_of(response)["code"] in REFUSED, (dataset, response.text)
-        for option, value in config.get("options", {}).items():
-            if value > limits[dataset][option]["maximum"]:
-                past_bounds += 1
-                assert error_of(response)["code"] == "validation_error", (dataset, option)
-                assert f"option {option} of {dataset}" in response.text
+        beyond = [
+            option
+            for option, value in config.get("options", {}).items()
+            if value > limits[dataset][option]["maximum"]
+        ]
+        for option in beyond:
+            assert error_of(response)["code"] == "validation_error", (dataset, option)
+            assert f"option {option} of {dataset}" in response.text
+        # A config within its bounds waits for a free worker, then has the deadline.
+        (refusal_times if beyond else played_times).append(elapsed)
+        past_bounds += bool(beyond)
     assert past_bounds > 90  # most of the ~100 attacks never reach a generator
+    assert max(refusal_times) < DEADLINE  # answered without running anything
     slowest = p99(latencies)
     print(
-        f"{len(attacks)} oversized configs, {past_bounds} refused by their bound; light "
-        f"client: {len(latencies)} requests, p99 {slowest * 1000:.1f} ms"
+        f"{len(attacks)} oversized configs, {past_bounds} refused by their bound (slowest "
+        f"{max(refusal_times) * 1000:.0f} ms), {len(played_times)} played (slowest "
+        f"{max(played_times):.1f} s); light client: {len(latencies)} requests, "
+        f"p99 {slowest * 1000:.1f} ms"
     )
     assert len(latencies) > 20 and slowest < LIGHT_P99_BOUND
