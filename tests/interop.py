@@ -18,13 +18,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
-import venv
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+
+from wander.testing import VenvInstallError, cached_venv
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("WANDER_INTEROP_CACHE", ROOT / ".cache" / "interop"))
@@ -40,26 +40,16 @@ def interop_venv(
         + (ROOT / "pyproject.toml").read_bytes()
     ).hexdigest()[:12]
     home = CACHE / f"{name}-{key}"
-    python = home / "bin" / "python"
-    if (home / ".complete").exists():
-        return python
-    shutil.rmtree(home, ignore_errors=True)
-    for stale in CACHE.glob(f"{name}-*"):  # an earlier key's venv: no longer wanted
-        shutil.rmtree(stale, ignore_errors=True)
-    venv.create(home, with_pip=True)
+    if not (home / ".complete").exists():
+        for stale in CACHE.glob(f"{name}-*"):  # an earlier key's venv: no longer wanted
+            shutil.rmtree(stale, ignore_errors=True)
     packages = list(requirements)
     if wander_extras is not None:
         extras = f"[{','.join(wander_extras)}]" if wander_extras else ""
         packages += ["-e", f"{ROOT}{extras}"]
-    install = subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", "-c", ROOT / "constraints.txt", *packages],
-        capture_output=True,
-        text=True,
-    )
-    if install.returncode != 0:
-        shutil.rmtree(home, ignore_errors=True)
-        if "No matching distribution" in install.stderr or "Could not fetch" in install.stderr:
+    try:
+        return cached_venv(home, packages, ROOT / "constraints.txt")
+    except VenvInstallError as failure:
+        if "No matching distribution" in str(failure) or "Could not fetch" in str(failure):
             pytest.skip(f"{name}: cannot install {packages} (no package registry?)")
-        raise RuntimeError(f"installing {packages} for {name} failed:\n{install.stderr}")
-    (home / ".complete").touch()
-    return python
+        raise RuntimeError(f"installing {packages} for {name} failed:\n{failure}") from None
