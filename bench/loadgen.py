@@ -1,10 +1,13 @@
 """Closed-loop load generator: K agents play tic-tac-toe against a Wander service.
 
 Each agent plays random legal moves, game after game, for a fixed time, through
-either the single-step endpoint or the batch endpoint (B episodes per request),
-and records the latency of every request. Run it in its own process:
+either the single-step endpoint or the batch endpoint (B episodes per request), or,
+with ``--mode ws``, one OpenEnv WebSocket session per agent at an OpenEnv base URL
+(reset, then step frames until done), and records the latency of every request
+(of every step frame, in ``ws`` mode). Run it in its own process:
 
     python -m bench.loadgen --url http://127.0.0.1:8000 --agents 64 --seconds 10
+    python -m bench.loadgen --url http://127.0.0.1:8000/openenv/tictactoe --mode ws
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import aiohttp
+import websockets
 
 OPPONENTS = {
     "random": {"min_random_move_prob": 1.0, "max_random_move_prob": 1.0},
@@ -36,7 +40,7 @@ class Tally:
 
 @dataclass
 class LoadResult:
-    mode: Literal["single", "batch"]
+    mode: Literal["single", "batch", "ws"]
     agents: int
     batch: int
     opponent: str
@@ -89,6 +93,30 @@ class Agent:
                 board, turn, done = result["info"]["board"], result["turn"], result["done"]
             tally.episodes += 1
 
+    async def socket(self, deadline: float, tally: Tally) -> None:
+        """One OpenEnv session, game after game; only the step frames are timed."""
+        url = "ws" + self.url.removeprefix("http") + "/ws"
+        async with websockets.connect(url, max_queue=None) as socket:
+
+            async def ask(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+                await socket.send(json.dumps({"type": kind, "data": data}))
+                frame = json.loads(await socket.recv())
+                if frame["type"] != "observation":
+                    tally.errors += 1
+                    raise RuntimeError(frame)
+                return frame["data"]  # type: ignore[no-any-return]
+
+            while time.perf_counter() < deadline:
+                reset = {"config": self.config, "example": self.rng.randrange(10_000)}
+                result = await ask("reset", reset)
+                while not result["done"]:
+                    move = random_move(result["observation"]["info"]["board"], self.rng)
+                    started = time.perf_counter()
+                    result = await ask("step", {"content": move})
+                    tally.latencies.append(time.perf_counter() - started)
+                    tally.steps += 1
+                tally.episodes += 1
+
     async def batch(self, size: int, deadline: float, tally: Tally) -> None:
         live: dict[str, tuple[str, int]] = {}
         while time.perf_counter() < deadline:
@@ -126,6 +154,8 @@ async def run_load(
         runs = [
             player.single(deadline, tally)
             if mode == "single"
+            else player.socket(deadline, tally)
+            if mode == "ws"
             else player.batch(batch, deadline, tally)
             for player, tally in zip(players, tallies, strict=True)
         ]
@@ -166,7 +196,7 @@ def main() -> None:
     parser.add_argument("--url", default="http://127.0.0.1:8000")
     parser.add_argument("--agents", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--mode", choices=["single", "batch"], default="single")
+    parser.add_argument("--mode", choices=["single", "batch", "ws"], default="single")
     parser.add_argument("--batch", type=int, default=64, help="episodes per batch request")
     parser.add_argument("--opponent", choices=sorted(OPPONENTS), default="random")
     args = parser.parse_args()

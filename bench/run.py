@@ -4,6 +4,9 @@ For each store (in-process, Redis) a fresh ``wander serve`` is started; the load
 generator runs in its own process for every cell of the matrix (single-step
 endpoint with K = 1, 16, 64, 256 agents; batch endpoint with B = 64, 256
 episodes per request), and the same games are played in-process as the ceiling.
+Then 64 OpenEnv WebSocket sessions play through Wander's ``/openenv/tictactoe/ws`` on
+Redis and, for comparison, against OpenEnv 0.10's own server hosting the same game
+in memory (bench/openenv_tictactoe.py, run from a venv of its own: `openenv_python`).
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ import httpx
 import redis
 
 from bench.baseline import play_in_process
-from wander.testing import ServiceProcess
+from wander.testing import ServiceProcess, cached_venv
 
+ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
+SESSIONS = 64  # concurrent OpenEnv WebSocket sessions on each server
 SINGLE_AGENTS = (1, 16, 64, 256)
 BATCHES = ((1, 64), (1, 256), (4, 64), (4, 256))  # (agents, episodes per request)
 
@@ -73,6 +78,47 @@ def matrix(store: str, env: dict[str, str], workers: int, seconds: float) -> lis
     return rows
 
 
+def openenv_python() -> str:
+    """A venv with openenv 0.10, built on first use under .cache/bench/: openenv pins
+    mcp 1.x through fastmcp, which cannot share Wander's venv (see tests/interop.py)."""
+    home = ROOT / ".cache" / "bench" / "openenv010"
+    return str(cached_venv(home, ["openenv==0.10.*"], ROOT / "constraints.txt"))
+
+
+def websocket_rows(on_redis: dict[str, str], python: str, seconds: float) -> list[dict[str, Any]]:
+    """The same WebSocket load on Wander (Redis) and on OpenEnv's own server (memory)."""
+    wander = ServiceProcess(on_redis).start()
+    openenv = ServiceProcess(
+        {},
+        command=("bench.openenv_tictactoe:app", "--log-level", "warning"),
+        health="/health",
+        python=python,
+        cwd=str(ROOT),
+        module="uvicorn",
+    )
+    rows = []
+    try:
+        openenv.start()
+        targets = (
+            ("wander", "redis", f"{wander.url}/openenv/tictactoe"),
+            ("openenv 0.10", "memory", openenv.url),
+        )
+        for server, store, url in targets:
+            load(url, 1.0, mode="ws", agents=SESSIONS)  # warm up: imports, first sessions
+            measured = load(url, seconds, mode="ws", agents=SESSIONS)
+            row = {"server": server, "store": store, **measured}
+            print(
+                f"{server:>12} {store:>6} WS K={SESSIONS} {row['steps_per_s']:>8.0f} steps/s  "
+                f"p99 {row['p99_ms']:.1f} ms",
+                flush=True,
+            )
+            rows.append(row)
+    finally:
+        wander.kill()
+        openenv.kill()
+    return rows
+
+
 def _line(row: dict[str, Any]) -> str:
     return (
         f"{row['store']:>6} x{row['workers']} {row['mode']:>6} K={row['agents']:<3} "
@@ -107,7 +153,37 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {b['opponent']} | {b['steps_per_s']:,.0f} | {b['episodes_per_s']:,.0f} "
             f"| {b['p50_us']:.1f} | {b['p99_us']:.1f} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + websocket_table(report["websocket"])) + "\n"
+
+
+def websocket_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The WS rows and the ratio against issue 21's target (>= 1.0x, p99 <= 25 ms)."""
+    if not rows:
+        return []
+    lines = [
+        "",
+        f"OpenEnv WebSocket sessions: {SESSIONS} sessions, `reset` then `step` frames until "
+        "done, step frames timed:",
+        "",
+        "| server | store | sessions | steps/s | episodes/s | p50 ms | p95 ms | p99 ms | errors |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['server']} | {row['store']} | {row['agents']} | {row['steps_per_s']:,.0f} "
+            f"| {row['episodes_per_s']:,.0f} | {row['p50_ms']:.1f} | {row['p95_ms']:.1f} "
+            f"| {row['p99_ms']:.1f} | {row['errors']} |"
+        )
+    wander, openenv = rows
+    ratio = wander["steps_per_s"] / openenv["steps_per_s"]
+    met = ratio >= 1.0 and wander["p99_ms"] <= 25.0
+    lines += [
+        "",
+        f"Wander / OpenEnv steps/s: **{ratio:.2f}x**; p99 {wander['p99_ms']:.1f} ms (Wander) "
+        f"vs {openenv['p99_ms']:.1f} ms (OpenEnv). Target (>= 1.0x, p99 <= 25 ms): "
+        f"**{'met' if met else 'missed'}**.",
+    ]
+    return lines
 
 
 def main() -> None:
@@ -121,7 +197,12 @@ def main() -> None:
     parser.add_argument(
         "--redis-workers", type=int, default=2, help="extra Redis run with N workers"
     )
+    parser.add_argument(
+        "--openenv-python",
+        help="python of a venv with openenv 0.10 (default: built under .cache/bench/)",
+    )
     args = parser.parse_args()
+    python = args.openenv_python or openenv_python()
     baseline = [asdict(play_in_process(opponent)) for opponent in ("random", "optimal")]
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch:
@@ -135,6 +216,7 @@ def main() -> None:
         rows += matrix("redis", on_redis, 1, args.seconds)
         if args.redis_workers > 1:
             rows += matrix("redis", on_redis, args.redis_workers, args.seconds)
+        sockets = websocket_rows(on_redis, python, args.seconds)
         client = redis.Redis.from_url(args.redis_url)
         for key in client.scan_iter(match=f"{prefix}*"):
             client.delete(key)
@@ -144,6 +226,7 @@ def main() -> None:
         "seconds": args.seconds,
         "baseline": baseline,
         "rows": rows,
+        "websocket": sockets,
     }
     RESULTS.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -1,4 +1,5 @@
-"""Helpers to run a real ``wander serve`` in tests and benchmarks.
+"""Helpers to run a real ``wander serve`` in tests and benchmarks (and the other
+side of an interop check, from a venv of its own: `cached_venv`).
 
 `ServiceProcess` starts the command line in a session (and so a process group) of its
 own, and stops it by signalling the whole group: ``wander serve --workers N`` is a
@@ -14,18 +15,28 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import venv
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, NamedTuple
 
 import httpx
 
-__all__ = ["RunningProcess", "ServiceProcess", "free_port", "running_processes"]
+__all__ = [
+    "RunningProcess",
+    "ServiceProcess",
+    "VenvInstallError",
+    "cached_venv",
+    "free_port",
+    "running_processes",
+]
 
 PROC = Path("/proc")
 
@@ -66,8 +77,34 @@ def running_processes() -> list[RunningProcess]:
     return found
 
 
+class VenvInstallError(RuntimeError):
+    """pip could not install a `cached_venv`'s packages; the message is pip's stderr."""
+
+
+def cached_venv(home: Path, packages: Sequence[str], constraints: Path) -> Path:
+    """The ``python`` of a venv at ``home`` holding ``packages`` (pip arguments), built
+    on first use and kept: a ``.complete`` marker says the install finished, so a build
+    cut short is started again rather than used half-done."""
+    python = home / "bin" / "python"
+    if (home / ".complete").exists():
+        return python
+    shutil.rmtree(home, ignore_errors=True)
+    venv.create(home, with_pip=True)
+    install = subprocess.run(
+        [python, "-m", "pip", "install", "--quiet", "-c", constraints, *packages],
+        capture_output=True,
+        text=True,
+    )
+    if install.returncode != 0:
+        shutil.rmtree(home, ignore_errors=True)
+        raise VenvInstallError(install.stderr)
+    (home / ".complete").touch()
+    return python
+
+
 class ServiceProcess:
-    """One ``wander serve`` (or ``wander policy serve``) process group on a port of its own."""
+    """One ``wander serve`` (or ``wander policy serve``) process group on a port of its
+    own; ``module`` runs another server the same way (``python -m uvicorn app:app``)."""
 
     def __init__(
         self,
@@ -77,10 +114,11 @@ class ServiceProcess:
         *,
         python: str = sys.executable,
         cwd: str | None = None,
+        module: str = "wander",
     ) -> None:
         self.env = {**os.environ, **env}
         self.command, self.health = command, health
-        self.python, self.cwd = python, cwd
+        self.python, self.cwd, self.module = python, cwd, module
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
@@ -93,7 +131,7 @@ class ServiceProcess:
         # pipe would block a service that logs every request. Kept until it stops: logs().
         self._stderr = stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by _end)
         self.process = subprocess.Popen(
-            [self.python, "-m", "wander", *self.command, "--port", str(self.port)],
+            [self.python, "-m", self.module, *self.command, "--port", str(self.port)],
             env=self.env,
             cwd=self.cwd,
             stdout=subprocess.DEVNULL,
@@ -108,7 +146,7 @@ class ServiceProcess:
                 self.kill()
                 what = "did not answer" if status is None else f"exited with {status}"
                 raise RuntimeError(
-                    f"wander {self.command[0]} on port {self.port} {what}: {written}"
+                    f"{self.module} {self.command[0]} on port {self.port} {what}: {written}"
                 )
             time.sleep(0.1)
         return self
