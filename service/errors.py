@@ -26,6 +26,37 @@ class InvalidInput(WanderError):
     code = "validation_error"
 
 
+class Unauthorized(WanderError):
+    """No key, or one the service does not know (never said which: both read the same)."""
+
+    code = "unauthorized"
+
+
+class Forbidden(WanderError):
+    """A known key whose role may not call the route."""
+
+    code = "forbidden"
+
+
+class RateLimited(WanderError):
+    """The key sent more requests than its rate allows; ``retry_after`` says when the
+    next one will be taken (seconds)."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message, {"retry_after": retry_after})
+        self.retry_after = retry_after
+
+
+class QuotaExceeded(WanderError):
+    """The request would take the tenant past a quota of its key (live episodes, metadata,
+    group or batch size). 429 like ``rate_limited``, without ``Retry-After``: waiting
+    does not help, finishing or deleting episodes (or a smaller request) does."""
+
+    code = "quota_exceeded"
+
+
 class EnvNotFound(WanderError):
     code = "env_not_found"
 

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 STATUS_BY_CODE = {
     "bad_request": 400,
     "unauthorized": 401,
+    "forbidden": 403,
     "env_not_found": 404,
     "episode_not_found": 404,
     "run_not_found": 404,
@@ -39,6 +40,7 @@ STATUS_BY_CODE = {
     "env_failed": 422,
     "env_error": 422,
     "rate_limited": 429,
+    "quota_exceeded": 429,
     "store_unavailable": 503,
     "database_unavailable": 503,
     "env_busy": 503,
