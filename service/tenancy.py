@@ -15,11 +15,15 @@ principal, the engine, the store and the archive are told which tenant to scope 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
+import secrets
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Self
 
+KEY_PREFIX = "wdr_"
+"""What every generated key starts with, so that a leaked one is recognisable (scanners)."""
 TENANT = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 """A tenant's name: what keys, logs, metrics and Redis keys may safely carry."""
 
@@ -99,3 +103,18 @@ class Principal:
 
 OPEN = Principal(tenant=None, role=Role.admin, key_id=None)
 """Every caller of a service with no key configured."""
+
+
+def new_secret() -> str:
+    """A new API key: 256 random bits, shown once and stored only as its ``key_hash``."""
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def key_hash(secret: str) -> str:
+    """What the archive stores of a key, and how a presented key is looked up.
+
+    SHA-256, not a slow password hash: a generated key has 256 random bits, which no
+    amount of hashing speed lets anyone guess, and a lookup must cost microseconds on
+    every request. Keys from ``WANDER_API_KEYS`` are chosen by people and may be weak,
+    but they are never stored: only compared in memory."""
+    return hashlib.sha256(secret.encode()).hexdigest()
