@@ -12,16 +12,18 @@ from fastapi import FastAPI, params
 
 from wander.service import logs
 from wander.service.api import admin, environments, episodes, health, openenv, runs
+from wander.service.api.auth import AuthMiddleware, RateLimiter
 from wander.service.api.docs import install_docs
 from wander.service.api.errors import install_error_handlers
 from wander.service.api.limits import BodyLimitMiddleware
 from wander.service.api.observability import ObservabilityMiddleware
 from wander.service.api.openapi import install_openapi
-from wander.service.archive import Archive
+from wander.service.archive import Archive, KeyBook
 from wander.service.archiver import Archiver
 from wander.service.catalog import Catalog
 from wander.service.engine import Engine
 from wander.service.envs import Registry
+from wander.service.keyring import Keyring
 from wander.service.settings import Settings
 from wander.service.store import open_store
 
@@ -33,21 +35,29 @@ def create_app(
 ) -> FastAPI:
     """The Wander service; settings default to the ``WANDER_*`` environment.
 
-    ``dependencies`` run before every route, the hot ones included (authentication
-    goes there)."""
+    ``dependencies`` run before every route, the hot ones included. Authentication is
+    not one of them: ``api.auth.AuthMiddleware`` covers every route, WebSockets too."""
     settings = settings or Settings()
     logs.configure(settings.log_level)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = open_store(settings)
         archive = Archive(settings.database_url)
+        keyring = Keyring(settings, KeyBook(archive))
+        try:
+            await keyring.check_start()
+        except Exception:
+            archive.dispose()
+            raise
+        store = open_store(settings)
         archiver = Archiver(store, archive)
         catalog = Catalog(Registry.from_entry_points())
         app.state.catalog = catalog
         app.state.engine = Engine(store, catalog, settings)
         app.state.archive = archive
         app.state.archiver = archiver
+        app.state.keyring = keyring
+        app.state.limiter = RateLimiter(store)
         worker = asyncio.create_task(archiver.run(), name="archiver")
         # What is alive now (modules, the app, the catalog: ~250k objects) lives as long
         # as the service; frozen, the full collections that the churn of requests sets
@@ -74,8 +84,10 @@ def create_app(
         docs_url=None,  # served by install_docs, without a CDN
         redoc_url=None,
     )
+    app.state.audit_log = settings.audit_log
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(AuthMiddleware)  # before any body is read
     app.add_middleware(ObservabilityMiddleware)  # the outer one: it sees every request
     app.include_router(episodes.router)  # first: routes are matched in order
     app.include_router(environments.router)

@@ -33,6 +33,7 @@ from wander.service.errors import (
     EpisodeNotFound,
     InvalidInput,
     PayloadTooLarge,
+    QuotaExceeded,
     TurnMismatch,
     WanderError,
 )
@@ -51,6 +52,7 @@ from wander.service.sandbox import Sandbox
 from wander.service.settings import Settings
 from wander.service.store import EpisodeStore
 from wander.service.store.base import Versioned, Write
+from wander.service.tenancy import OPEN, Principal
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +85,12 @@ class PlannedWrite:
 
 
 class Engine:
-    """Episodes: create, step (single and batched), score, read and abort."""
+    """Episodes: create, step (single and batched), score, read and abort.
+
+    Every method takes the ``principal`` that asks: new episodes belong to its tenant,
+    and an episode of another tenant is not found, exactly as an unknown id (unless it
+    is an admin, who sees every tenant). Its quotas bound what it may create at once.
+    """
 
     def __init__(self, store: EpisodeStore, catalog: Catalog, settings: Settings) -> None:
         self.store = store
@@ -96,12 +103,17 @@ class Engine:
         """Stop the environment workers."""
         await self.sandbox.aclose()
 
-    async def create(self, request: CreateEpisodesRequest) -> list[Episode]:
+    async def create(
+        self, request: CreateEpisodesRequest, principal: Principal = OPEN
+    ) -> list[Episode]:
         """Reset one example and store ``n`` episodes of it: a group sharing example and seed."""
         env = self.catalog.env(request.env)
         if request.n > self.settings.max_group_size:
             raise _field_error("n", f"n must be at most {self.settings.max_group_size}")
-        if len(canonical_json(request.metadata)) > self.settings.max_metadata_bytes:
+        quotas = principal.quotas
+        _within_quota("group_size", quotas.group_size, request.n)
+        metadata_bytes = len(canonical_json(request.metadata)) if request.metadata else 0
+        if metadata_bytes > self.settings.max_metadata_bytes:
             raise PayloadTooLarge(
                 f"metadata exceeds {self.settings.max_metadata_bytes} bytes of JSON"
             )
@@ -133,6 +145,7 @@ class Engine:
             "group": _new_id("grp"),
             "run": request.run,
             "metadata": request.metadata,
+            "tenant": principal.tenant,
             "status": "active",
             "turn": 0,
             "messages": started["messages"],
@@ -147,7 +160,14 @@ class Engine:
             "finished_at": None,
         }
         ids = [_new_id("ep") for _ in range(request.n)]
-        await self.store.add({id_: encode({**template, "id": id_}) for id_ in ids}, env.name)
+        await self.store.add(
+            {id_: encode({**template, "id": id_}) for id_ in ids},
+            env.name,
+            tenant=principal.tenant,
+            metadata_bytes=metadata_bytes,
+            max_live=quotas.live_episodes,
+            max_metadata_bytes=quotas.metadata_bytes,
+        )
         metrics.for_env(env.name).created.inc(request.n)
         return [
             {
@@ -166,14 +186,21 @@ class Engine:
             for id_ in ids
         ]
 
-    async def step(self, episode_id: str, action: Action, turn: int | None = None) -> StepResult:
+    async def step(
+        self,
+        episode_id: str,
+        action: Action,
+        turn: int | None = None,
+        principal: Principal = OPEN,
+    ) -> StepResult:
         """Apply ``action`` at ``turn`` (default: the current turn) exactly once."""
         message = self._action_message(action)
         fresh = False
         while True:
             item = await self.store.load(episode_id, cached=not fresh)
             try:
-                decision = await self._decide(_decode(episode_id, item), message, turn)
+                episode = _decode(episode_id, item, principal)
+                decision = await self._decide(episode, message, turn)
             except EnvCallFailed:
                 raise  # the environment's verdict on this action: a fresh read would not change it
             except WanderError:
@@ -189,7 +216,9 @@ class Engine:
                 return decision.result
             fresh = True  # another request applied a step first: look again
 
-    async def step_many(self, items: Sequence[BatchStepItem]) -> list[StepResult | StepError]:
+    async def step_many(
+        self, items: Sequence[BatchStepItem], principal: Principal = OPEN
+    ) -> list[StepResult | StepError]:
         """Apply many steps; each item succeeds or fails alone, results in request order.
 
         The k-th steps of all the episodes in the batch are applied together: one
@@ -200,6 +229,7 @@ class Engine:
         """
         if len(items) > self.settings.max_batch_steps:
             raise PayloadTooLarge(f"a batch holds at most {self.settings.max_batch_steps} steps")
+        _within_quota("batch_steps", principal.quotas.batch_steps, len(items))
         results: list[StepResult | StepError | None] = [None] * len(items)
         rounds: list[list[int]] = []
         seen: dict[str, int] = defaultdict(int)
@@ -210,7 +240,7 @@ class Engine:
                 rounds.append([])
             rounds[position].append(index)
         for indices in rounds:
-            await self._step_round(items, indices, results)
+            await self._step_round(items, indices, results, principal)
         return results  # type: ignore[return-value]
 
     async def _step_round(
@@ -218,6 +248,7 @@ class Engine:
         items: Sequence[BatchStepItem],
         indices: list[int],
         results: list[StepResult | StepError | None],
+        principal: Principal,
     ) -> None:
         """Steps of distinct episodes: read all, decide each, write all; replay the rest."""
         loaded = await self.store.load_many([items[i].episode_id for i in indices], cached=True)
@@ -226,7 +257,7 @@ class Engine:
         for index, item in zip(indices, loaded, strict=True):
             request = items[index]
             try:
-                episode = _decode(request.episode_id, item)
+                episode = _decode(request.episode_id, item, principal)
                 message = self._action_message(request.action)
                 decision = await self._decide(episode, message, request.turn)
                 if decision.updated is None:
@@ -254,13 +285,18 @@ class Engine:
         for index in sorted(replay):
             request = items[index]
             try:
-                results[index] = await self.step(request.episode_id, request.action, request.turn)
+                results[index] = await self.step(
+                    request.episode_id, request.action, request.turn, principal
+                )
             except Exception as exc:
                 results[index] = _item_error(request.episode_id, exc)
 
-    async def score(self, episode_id: str, *, partial: bool = False) -> dict[str, Any]:
+    async def score(
+        self, episode_id: str, *, partial: bool = False, principal: Principal = OPEN
+    ) -> dict[str, Any]:
         """The episode's ``Score``."""
-        episode = await self._scored(_decode(episode_id, await self.store.load(episode_id)))
+        item = await self.store.load(episode_id)
+        episode = await self._scored(_decode(episode_id, item, principal))
         if not (is_done(episode) or partial):
             raise EpisodeNotDone(
                 f"episode {episode_id} is still being played; "
@@ -268,16 +304,16 @@ class Engine:
             )
         return self._score(episode)
 
-    async def episode(self, episode_id: str) -> dict[str, Any]:
+    async def episode(self, episode_id: str, principal: Principal = OPEN) -> dict[str, Any]:
         """The episode's ``EpisodeRecord``."""
-        episode = _decode(episode_id, await self.store.load(episode_id))
+        episode = _decode(episode_id, await self.store.load(episode_id), principal)
         return self._record(await self._scored(episode))
 
-    async def abort(self, episode_id: str) -> None:
+    async def abort(self, episode_id: str, principal: Principal = OPEN) -> None:
         """Mark an active episode aborted; a finished one is left as it is."""
         while True:
             item = await self.store.load(episode_id)
-            episode = await self._scored(_decode(episode_id, item))
+            episode = await self._scored(_decode(episode_id, item, principal))
             if is_done(episode):
                 return
             assert item is not None
@@ -356,6 +392,7 @@ class Engine:
     def _record(self, episode: StoredEpisode) -> dict[str, Any]:
         """The episode as an ``EpisodeRecord``: what the archive keeps."""
         record: dict[str, Any] = {field: episode[field] for field in RECORD_FIELDS}  # type: ignore[literal-required]
+        record["tenant"] = episode.get("tenant")
         record["done"] = is_done(episode)
         record["score"] = self._score(episode)
         record["state"] = episode["info"]
@@ -445,10 +482,23 @@ def _limit_action(message: Message, limit: int, whose: str = "") -> None:
         raise PayloadTooLarge(f"the action exceeds the {limit} bytes{whose}")
 
 
-def _decode(episode_id: str, item: Versioned | None) -> StoredEpisode:
-    if item is None:
+def _decode(episode_id: str, item: Versioned | None, principal: Principal) -> StoredEpisode:
+    """The stored episode, if ``principal`` may see it: another tenant's episode is not
+    found, in the same words as an unknown one, so that ids cannot be probed."""
+    episode = None if item is None else decode(item.data)
+    scope = principal.scope
+    if episode is None or (scope is not None and episode.get("tenant") != scope):
         raise EpisodeNotFound(f"no episode {episode_id!r} (unknown, or expired after idling)")
-    return decode(item.data)
+    return episode
+
+
+def _within_quota(quota: str, limit: int | None, requested: int) -> None:
+    """429 ``quota_exceeded`` when one request asks for more than the key's ``quota``."""
+    if limit is not None and requested > limit:
+        raise QuotaExceeded(
+            f"{requested} is over this key's {quota} quota of {limit}",
+            {"quota": quota, "limit": limit, "requested": requested},
+        )
 
 
 def _field_error(field: str, message: str) -> InvalidInput:

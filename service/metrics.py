@@ -45,6 +45,12 @@ LIVE_EPISODES = Gauge(
 """Counted by the store, not by the process (an episode that expires has no request to
 count it out): every process and replica reports the same number, so take one, not
 their sum. With several workers, the worker that answers the scrape sets it."""
+KEY_REQUESTS = Counter(
+    "wander_key_requests_total",
+    "Requests by API key id and outcome (ok, client_error, server_error, forbidden, "
+    "rate_limited, quota_exceeded).",
+    ["key", "outcome"],
+)
 STORE_ERRORS = Counter("wander_store_errors_total", "Requests that found the store down.")
 DATABASE_ERRORS = Counter(
     "wander_database_errors_total",

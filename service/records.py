@@ -11,7 +11,7 @@ them.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 import orjson
 
@@ -55,6 +55,8 @@ class StoredEpisode(TypedDict):
     group: str
     run: str | None
     metadata: dict[str, Any] | None
+    tenant: NotRequired[str | None]
+    """The tenant the episode belongs to (absent in episodes stored before tenants)."""
     status: Literal["active", "done", "aborted"]
     turn: int
     messages: list[Message]

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import Field
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="WANDER_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="WANDER_",
+        extra="ignore",
+        hide_input_in_errors=True,  # keys, passwords
+    )
 
     redis_url: str | None = Field(
         None, description="Redis URL for episode state; unset: the in-process store (one process)."
@@ -69,7 +73,50 @@ class Settings(BaseSettings):
         description="A finished episode taken by an archiver that never wrote it "
         "(it died) is taken over by another after this long.",
     )
+    auth: Literal["open", "keys"] | None = Field(
+        None,
+        description="`keys`: every route but /healthz and /readyz needs an API key (from "
+        "WANDER_API_KEYS or `wander keys create`); `open`: none does. Unset: `keys` when "
+        "WANDER_API_KEYS is set, else `open`. An open service whose archive holds active "
+        "keys refuses to start, rather than ignore them.",
+    )
+    api_keys: SecretStr | None = Field(
+        None,
+        description="Keys for simple deployments: comma-separated `tenant:role:key` entries "
+        "(role `agent`, `trainer` or `admin`). Never logged.",
+    )
+    key_cache_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=3600,
+        description="How long a replica trusts what it read of a key in the archive: a key "
+        "revoked elsewhere is refused within this long. While the archive is down, keys "
+        "already seen keep working.",
+    )
+    audit_log: bool = Field(
+        True,
+        description="Log who created, stepped, deleted or exported what (logger "
+        "`wander.service.audit`: tenant and key id, never the key).",
+    )
     access_log: bool = Field(
         False, description="Log every request (costs a tenth of the throughput)."
     )
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+
+    @model_validator(mode="after")
+    def _keys_apply(self) -> Self:
+        """Keys that cannot be applied stop the service at start, never silently ignored."""
+        from wander.service.keys import parse_api_keys  # the settings stay import-light
+
+        if self.api_keys is not None:
+            keys = parse_api_keys(self.api_keys.get_secret_value())
+            if keys and self.auth == "open":
+                raise ValueError("WANDER_AUTH=open, but WANDER_API_KEYS lists keys: drop one")
+        return self
+
+    @property
+    def requires_keys(self) -> bool:
+        """Whether callers must present a key."""
+        if self.auth is not None:
+            return self.auth == "keys"
+        return self.api_keys is not None and bool(self.api_keys.get_secret_value().strip())

@@ -101,4 +101,14 @@ def service_settings() -> Any:
             f"the service is not installed ({exc.name} is missing): "
             "pip install 'wander-rl[service]'"
         ) from exc
-    return Settings()
+    from pydantic import ValidationError
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            ("WANDER_" + "_".join(map(str, error["loc"])).upper() + ": " if error["loc"] else "")
+            + error["msg"].removeprefix("Value error, ")
+            for error in exc.errors(include_input=False)
+        )
+        fail(f"the service cannot start with these settings: {problems}")

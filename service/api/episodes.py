@@ -24,6 +24,7 @@ from wander.client.models import (
     StepRequest,
     StepResult,
 )
+from wander.service.api.auth import audit, principal_of
 from wander.service.api.deps import EngineDep, engine_of
 from wander.service.api.errors import ERROR_RESPONSES
 from wander.service.api.routing import JSONBodyRoute
@@ -46,36 +47,43 @@ def _json(content: Any, status_code: int = status.HTTP_200_OK) -> Response:
 )
 async def create_episodes(request: Request, body: CreateEpisodesRequest) -> Response:
     """Reset: ``n`` episodes of one example, sharing its seed (a GRPO group)."""
-    episodes = await engine_of(request).create(body)
+    episodes = await engine_of(request).create(body, principal_of(request))
+    audit(request, env=body.env, run=body.run, episode_ids=[e["id"] for e in episodes])
     return _json({"episodes": episodes}, status.HTTP_201_CREATED)
 
 
 @router.post("/episodes/{episode_id}/step", response_model=StepResult)
 async def step_episode(request: Request, episode_id: str, body: StepRequest) -> Response:
     """Apply one action. Pass ``turn`` so that a retried request applies at most once."""
-    return _json(await engine_of(request).step(episode_id, body.action, body.turn))
+    principal = principal_of(request)
+    return _json(await engine_of(request).step(episode_id, body.action, body.turn, principal))
 
 
 @router.post("/step", response_model=BatchStepResponse)
 async def step_batch(request: Request, body: BatchStepRequest) -> Response:
     """Apply many steps at once; each result is a ``StepResult`` or ``{episode_id, error}``."""
-    return _json({"results": await engine_of(request).step_many(body.steps)})
+    audit(request, episode_ids=[step.episode_id for step in body.steps])
+    results = await engine_of(request).step_many(body.steps, principal_of(request))
+    return _json({"results": results})
 
 
 @router.get("/episodes/{episode_id}/score")
-async def score_episode(episode_id: str, engine: EngineDep, partial: bool = False) -> Score:
+async def score_episode(
+    request: Request, episode_id: str, engine: EngineDep, partial: bool = False
+) -> Score:
     """The episode's score; 409 while it is being played unless ``partial=true``."""
-    return Score.model_validate(await engine.score(episode_id, partial=partial))
+    score = await engine.score(episode_id, partial=partial, principal=principal_of(request))
+    return Score.model_validate(score)
 
 
 @router.get("/episodes/{episode_id}")
-async def get_episode(episode_id: str, engine: EngineDep) -> EpisodeRecord:
+async def get_episode(request: Request, episode_id: str, engine: EngineDep) -> EpisodeRecord:
     """The full record: messages, step rewards, score, public state, timestamps."""
-    return EpisodeRecord.model_validate(await engine.episode(episode_id))
+    return EpisodeRecord.model_validate(await engine.episode(episode_id, principal_of(request)))
 
 
 @router.delete("/episodes/{episode_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_episode(episode_id: str, engine: EngineDep) -> Response:
+async def delete_episode(request: Request, episode_id: str, engine: EngineDep) -> Response:
     """Abort the episode (a finished one stays as it is)."""
-    await engine.abort(episode_id)
+    await engine.abort(episode_id, principal_of(request))
     return Response(status_code=status.HTTP_204_NO_CONTENT)

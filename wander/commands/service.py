@@ -45,6 +45,15 @@ def serve(
         f"Redis at {_safe(settings.redis_url)}" if settings.redis_url else "the in-process store"
     )
     typer.echo(f"Wander on http://{host}:{port} with {store}, {workers} worker(s)")
+    if not settings.requires_keys and not _is_loopback(host):
+        typer.secho(
+            f"WARNING: no API key is configured and the service listens on {host}: anyone "
+            "who reaches the port can read, play, delete and export every episode. Create "
+            "keys (`wander keys create`) and set WANDER_AUTH=keys, or bind 127.0.0.1.",
+            err=True,
+            fg=typer.colors.RED,
+            bold=True,
+        )
     if settings.redis_url:
         from wander.service.store.durability import persistence_warning
 
@@ -136,6 +145,18 @@ def _revision(url: str) -> str | None:
         fail(f"cannot reach the archive at {_safe(url)}: {' '.join(str(exc.orig).split())}")
     finally:
         engine.dispose()
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only (a name or an address)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to anything
 
 
 def _safe(url: str) -> str:

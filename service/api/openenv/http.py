@@ -21,6 +21,7 @@ import orjson
 from fastapi import APIRouter, Query, Request, Response, status
 from pydantic import TypeAdapter
 
+from wander.service.api.auth import principal_of
 from wander.service.api.deps import engine_of
 from wander.service.api.errors import ERROR_RESPONSES
 from wander.service.api.openenv import mcp
@@ -59,6 +60,10 @@ def _env(request: Request, env: str) -> Environment[Any]:
     return engine_of(request).catalog.env(env)
 
 
+def _session(request: Request, env: Environment[Any]) -> Session:
+    return Session(engine_of(request), env, principal_of(request))
+
+
 @router.get("/{env:path}/health")
 async def health(request: Request, env: str) -> HealthAnswer:
     """OpenEnv's health check: the environment is served here."""
@@ -93,7 +98,7 @@ async def reset(request: Request, env: str) -> Response:
     """A new episode (`seed`, `example`, `split`, `config`, `run`, `metadata`), or the
     current observation of a live one (`episode_id`). The body may be left out, as
     OpenEnv allows: a random example."""
-    session = Session(engine_of(request), _env(request, env))
+    session = _session(request, _env(request, env))
     data = {}
     if (await request.body()).strip():
         body = await parse_json_body(request, RESET_BODY)
@@ -108,7 +113,7 @@ async def step(request: Request, env: str, body: OpenEnvStepRequest) -> Response
     environment = _env(request, env)
     with _located("body", "action"):
         action = parse_action(body.action, bool(environment.tools))
-    session = Session(engine_of(request), environment)
+    session = _session(request, environment)
     await session.follow(body.episode_id, body.turn)
     return _json(await session.act(action))
 
@@ -116,7 +121,7 @@ async def step(request: Request, env: str, body: OpenEnvStepRequest) -> Response
 @router.get("/{env:path}/state", response_model=WanderState)
 async def state(request: Request, env: str, episode_id: EpisodeQuery) -> Response:
     """OpenEnv's state (`episode_id`, `step_count`) of the episode, and its identity."""
-    return _json(await Session(engine_of(request), _env(request, env)).state(episode_id))
+    return _json(await _session(request, _env(request, env)).state(episode_id))
 
 
 @router.post("/{env:path}/mcp", include_in_schema=False)
@@ -128,7 +133,7 @@ async def mcp_call(request: Request, env: str) -> Response:
         body = orjson.loads(await request.body())
     except orjson.JSONDecodeError:
         return _json(mcp.error(mcp.PARSE_ERROR, "Parse error", None))
-    return _json(await mcp.handle(Session(engine_of(request), environment), body, named=True))
+    return _json(await mcp.handle(_session(request, environment), body, named=True))
 
 
 @router.get("/{env:path}/openapi.json", include_in_schema=False)

@@ -20,6 +20,7 @@ from wander.service.api.openenv.wire import OpenEnvResetRequest, field_errors
 from wander.service.engine import Engine
 from wander.service.envs.sdk import Environment
 from wander.service.errors import EpisodeNotFound, InvalidInput, WanderError
+from wander.service.tenancy import Principal
 
 Payload = dict[str, Any]
 """An OpenEnv answer, ``{observation, reward, done, metadata}``, ready for JSON."""
@@ -43,9 +44,11 @@ class NoEpisode(WanderError):
 class Session:
     """The episode an OpenEnv client plays, and the turn it expects next."""
 
-    def __init__(self, engine: Engine, env: Environment[Any]) -> None:
+    def __init__(self, engine: Engine, env: Environment[Any], principal: Principal) -> None:
         self.engine = engine
         self.env = env
+        self.principal = principal
+        """Who plays: its tenant owns the episodes it creates, and it sees only those."""
         self.episode_id: str | None = None
         self.turn: int | None = None
         """Sent with each step: None (HTTP without ``turn``) steps whatever turn it is."""
@@ -84,7 +87,8 @@ class Session:
         fields = request.model_dump(exclude={"episode_id"}, exclude_unset=True)
         if label is not None:
             fields["metadata"] = {**(fields.get("metadata") or {}), LABEL_KEY: label}
-        [episode] = await self.engine.create(CreateEpisodesRequest(env=self.env.name, **fields))
+        request = CreateEpisodesRequest(env=self.env.name, **fields)
+        [episode] = await self.engine.create(request, self.principal)
         self.episode_id, self.turn, self.done = episode["id"], 0, episode["done"]
         return answer(episode["observation"], episode["info"], self._metadata(), None, self.done)
 
@@ -99,7 +103,7 @@ class Session:
 
     async def apply(self, action: Reply) -> Payload:
         episode_id = self._episode()
-        result = await self.engine.step(episode_id, action.message, self.turn)
+        result = await self.engine.step(episode_id, action.message, self.turn, self.principal)
         self.turn, self.done = result["turn"], result["done"]
         messages = result["observation"]
         extra = {}
@@ -144,7 +148,7 @@ class Session:
         return {"episode_id": self.episode_id, "turn": self.turn}
 
     async def _record(self, episode_id: str) -> dict[str, Any]:
-        record = await self.engine.episode(episode_id)
+        record = await self.engine.episode(episode_id, self.principal)
         if record["env"] != self.env.name:
             raise WanderError(
                 f"episode {episode_id} is a {record['env']!r} episode: continue it at "

@@ -26,6 +26,7 @@ import orjson
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
+from wander.service.api.auth import RateLimiter, principal_of
 from wander.service.api.openenv import mcp
 from wander.service.api.openenv.session import Session
 from wander.service.api.openenv.wire import (
@@ -62,10 +63,13 @@ async def base_socket(websocket: WebSocket, env: str) -> None:
 async def serve(websocket: WebSocket, env: str) -> None:
     await websocket.accept()
     engine: Engine = websocket.app.state.engine
+    limiter: RateLimiter = websocket.app.state.limiter
     session: Session | None = None
     refusal: Frame | None = None
     try:
-        session = await _open(engine, env, connect_query(websocket.scope["query_string"]))
+        query = connect_query(websocket.scope["query_string"])
+        session = await _open(Session(engine, engine.catalog.env(env), principal_of(websocket)),
+                              query)  # fmt: skip
     except WanderError as exc:  # answered to every frame: the client reads it on its first call
         refusal = error_frame("SESSION_ERROR", exc.message, error=_envelope(exc))
     try:
@@ -76,7 +80,7 @@ async def serve(websocket: WebSocket, env: str) -> None:
                     break
                 reply: Frame | None = refusal
             else:
-                reply = await answer(session, raw)
+                reply = await _limited(limiter, session) or await answer(session, raw)
             if reply is None:
                 break
             await websocket.send_text(orjson.dumps(reply).decode())
@@ -142,10 +146,19 @@ def error_frame(code: str, message: str, **extra: Any) -> Frame:
     return {"type": "error", "data": {"message": message, "code": code, **extra}}
 
 
-async def _open(engine: Engine, env: str, query: dict[str, str]) -> Session:
-    """The connection's session: attached to ``episode_id`` (``session_id``, OpenEnv's
+async def _limited(limiter: RateLimiter, session: Session) -> Frame | None:
+    """An error frame when the frame is over its key's rate limit: each frame is a
+    request, as each HTTP step is."""
+    try:
+        await limiter.take(session.principal)
+    except WanderError as exc:
+        return error_frame("EXECUTION_ERROR", exc.message, error=_envelope(exc))
+    return None
+
+
+async def _open(session: Session, query: dict[str, str]) -> Session:
+    """The connection's session, attached to ``episode_id`` (``session_id``, OpenEnv's
     name, is taken too) when the query names one."""
-    session = Session(engine, engine.catalog.env(env))
     episode_id = query.get("episode_id") or query.get("session_id")
     turn = query.get("turn")
     if turn is not None and not (turn.isascii() and turn.isdigit()):

@@ -1,0 +1,334 @@
+"""API keys, roles and tenants on every route (issue 22), on both stores, through ASGI.
+
+Keys come from ``WANDER_API_KEYS`` here; ``test_keys.py`` covers the archive's keys and
+their CLI, ``test_quotas.py`` rate limits and quotas against a real server.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from tests.helpers import error_of, service
+from wander.service.settings import Settings
+
+KEYS = {
+    "alpha-agent": "alpha:agent:alpha-agent-secret-0001",
+    "alpha-trainer": "alpha:trainer:alpha-trainer-secret-0002",
+    "beta-agent": "beta:agent:beta-agent-secret-0003",
+    "beta-trainer": "beta:trainer:beta-trainer-secret-0004",
+    "ops-admin": "ops:admin:ops-admin-secret-0005",
+}
+SECRETS = {name: entry.split(":", 2)[2] for name, entry in KEYS.items()}
+PUBLIC = {"/healthz", "/readyz"}
+UNKNOWN_ID = "ep_doesnotexist00000000"
+
+
+def keyed(settings: Settings, **extra: Any) -> Settings:
+    return Settings(
+        redis_url=settings.redis_url,
+        redis_prefix=settings.redis_prefix,
+        database_url=settings.database_url,
+        api_keys=",".join(KEYS.values()),
+        **extra,
+    )
+
+
+def bearer(name: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {SECRETS[name]}"}
+
+
+@pytest.fixture
+async def wander(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    async with service(keyed(settings)) as (app, api):
+        yield app, api
+
+
+@pytest.fixture
+def audit_lines() -> Iterator[list[logging.LogRecord]]:
+    """What the audit logger writes during the test."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger = logging.getLogger("wander.service.audit")
+    handler = Keep()
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+
+
+def operations(document: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every (method, concrete path) of the OpenAPI document, path parameters filled in."""
+    found = []
+    for template, methods in document["paths"].items():
+        path = re.sub(r"\{[^}]+\}", "x", template)
+        found += [(method.upper(), path) for method in methods]
+    return found
+
+
+async def test_every_route_but_the_probes_needs_a_key(
+    wander: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    _, api = wander
+    document = (await api.get("/openapi.json")).json()
+    routes = operations(document)
+    assert len(routes) > 20
+    refused = 0
+    for method, path in routes:
+        for headers in (
+            {},
+            {"Authorization": "Bearer wrong-key"},
+            {"Authorization": "Token alpha-agent-secret-0001"},
+            {"Authorization": "Basic !!not-base64"},
+        ):
+            response = await api.request(method, path, headers=headers)
+            if path in PUBLIC:
+                assert response.status_code == 200, (method, path)
+                continue
+            assert response.status_code == 401, (method, path, headers, response.text)
+            assert error_of(response)["code"] == "unauthorized"
+            assert response.headers["www-authenticate"].startswith("Bearer")
+            refused += 1
+    assert refused >= 4 * (len(routes) - len(PUBLIC))
+    # The documentation holds no data: a browser loads it, and authorizes with a key there.
+    assert (await api.get("/docs")).status_code == 200
+    assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    assert document["paths"]["/healthz"]["get"]["security"] == []
+
+
+async def test_roles_reach_what_they_may(wander: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    _, api = wander
+    expected = {
+        # path: (agent, trainer, admin)
+        "/v1/environments": (200, 200, 200),
+        "/v1/runs": (403, 200, 200),
+        "/metrics": (403, 403, 200),
+        "/v1/admin/dead-letters": (403, 403, 200),
+    }
+    for path, statuses in expected.items():
+        for name, status in zip(
+            ("alpha-agent", "alpha-trainer", "ops-admin"), statuses, strict=True
+        ):
+            response = await api.get(path, headers=bearer(name))
+            assert response.status_code == status, (path, name, response.text)
+            if status == 403:
+                assert error_of(response)["code"] == "forbidden"
+
+
+async def test_a_key_also_works_as_basic_auth_password(
+    wander: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    _, api = wander
+    token = base64.b64encode(f"wander:{SECRETS['alpha-agent']}".encode()).decode()
+    response = await api.get("/v1/environments", headers={"Authorization": f"Basic {token}"})
+    assert response.status_code == 200
+    anonymous = httpx.BasicAuth("wander", SECRETS["alpha-agent"])
+    assert (await api.get("/v1/environments", auth=anonymous)).status_code == 200
+
+
+def _not_found(response: httpx.Response, episode_id: str) -> dict[str, Any]:
+    """The error, with the id it names replaced: what must not tell two ids apart."""
+    assert response.status_code == 404, response.text
+    error = error_of(response)
+    return {**error, "message": error["message"].replace(episode_id, "ID")}
+
+
+async def test_another_tenants_episode_is_an_unknown_one_on_every_route(
+    wander: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    _, api = wander
+    alpha, beta = bearer("alpha-agent"), bearer("beta-agent")
+    created = await api.post("/v1/episodes", json={"env": "tictactoe", "seed": 3}, headers=alpha)
+    assert created.status_code == 201
+    [episode] = created.json()["episodes"]
+    theirs = episode["id"]
+
+    async def answers(episode_id: str) -> list[dict[str, Any]]:
+        step_body = {"action": "<move>1</move>", "turn": 0}
+        batch = {"steps": [{"episode_id": episode_id, **step_body}]}
+        responses = [
+            await api.get(f"/v1/episodes/{episode_id}", headers=beta),
+            await api.get(f"/v1/episodes/{episode_id}/score?partial=true", headers=beta),
+            await api.post(f"/v1/episodes/{episode_id}/step", json=step_body, headers=beta),
+            await api.delete(f"/v1/episodes/{episode_id}", headers=beta),
+            await api.get(f"/openenv/tictactoe/state?episode_id={episode_id}", headers=beta),
+            await api.post(
+                "/openenv/tictactoe/step",
+                json={"action": {"content": "<move>1</move>"}, "episode_id": episode_id},
+                headers=beta,
+            ),
+        ]
+        found = [_not_found(response, episode_id) for response in responses]
+        item = (await api.post("/v1/step", json=batch, headers=beta)).json()["results"][0]
+        found.append(
+            {**item["error"], "message": item["error"]["message"].replace(episode_id, "ID")}
+        )
+        return found
+
+    assert await answers(theirs) == await answers(UNKNOWN_ID)
+    # Nothing beta tried touched the episode: alpha plays on from turn 0.
+    played = await api.post(
+        f"/v1/episodes/{theirs}/step", json={"action": "<move>1</move>", "turn": 0}, headers=alpha
+    )
+    assert played.status_code == 200, played.text
+    record = (await api.get(f"/v1/episodes/{theirs}", headers=bearer("ops-admin"))).json()
+    assert (record["tenant"], record["turn"], record["status"]) == ("alpha", 1, "active")
+
+
+async def test_runs_are_per_tenant_and_an_admin_sees_all(
+    wander: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, api = wander
+    for tenant in ("alpha", "beta"):
+        headers = bearer(f"{tenant}-trainer")
+        created = await api.post(
+            "/v1/episodes", json={"env": "tictactoe", "n": 2, "run": "eval"}, headers=headers
+        )
+        for episode in created.json()["episodes"]:
+            assert (
+                await api.delete(f"/v1/episodes/{episode['id']}", headers=headers)
+            ).status_code == 204
+    await app.state.archiver.flush()
+
+    for tenant in ("alpha", "beta"):
+        headers = bearer(f"{tenant}-trainer")
+        runs = (await api.get("/v1/runs", headers=headers)).json()
+        assert [(r["run"], r["tenant"], r["episodes"]) for r in runs["runs"]] == [
+            ("eval", tenant, 2)
+        ]
+        summary = (await api.get("/v1/runs/eval", headers=headers)).json()
+        assert summary["episodes"] == 2
+        page = (await api.get("/v1/runs/eval/episodes", headers=headers)).json()
+        assert {e["tenant"] for e in page["episodes"]} == {tenant}
+        export = await api.get("/v1/runs/eval/episodes?format=jsonl", headers=headers)
+        assert len(export.text.splitlines()) == 2
+    admin = (await api.get("/v1/runs", headers=bearer("ops-admin"))).json()
+    assert sorted((r["run"], r["tenant"]) for r in admin["runs"]) == [
+        ("eval", "alpha"), ("eval", "beta")
+    ]  # fmt: skip
+
+
+async def test_a_run_of_another_tenant_is_not_found(
+    wander: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, api = wander
+    alpha = bearer("alpha-trainer")
+    [episode] = (
+        await api.post("/v1/episodes", json={"env": "tictactoe", "run": "mine"}, headers=alpha)
+    ).json()["episodes"]
+    await api.delete(f"/v1/episodes/{episode['id']}", headers=alpha)
+    await app.state.archiver.flush()
+    beta = bearer("beta-trainer")
+    for path in ("/v1/runs/mine", "/v1/runs/mine/episodes", "/v1/runs/mine/episodes?format=jsonl"):
+        theirs = await api.get(path, headers=beta)
+        unknown = await api.get(path.replace("mine", "nobodys"), headers=beta)
+        assert theirs.status_code == unknown.status_code == 404, path
+        assert error_of(theirs)["code"] == "run_not_found"
+    assert (await api.get("/v1/runs/mine", headers=alpha)).status_code == 200
+
+
+async def test_group_and_batch_quotas_of_a_role(wander: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    _, api = wander
+    agent = bearer("alpha-agent")
+    too_many = await api.post("/v1/episodes", json={"env": "tictactoe", "n": 17}, headers=agent)
+    assert too_many.status_code == 429
+    assert error_of(too_many)["code"] == "quota_exceeded"
+    assert error_of(too_many)["details"] == {"quota": "group_size", "limit": 16, "requested": 17}
+    assert "retry-after" not in too_many.headers  # waiting would not help
+    batch = {"steps": [{"episode_id": UNKNOWN_ID, "action": "x"}] * 65}
+    refused = await api.post("/v1/step", json=batch, headers=agent)
+    assert refused.status_code == 429
+    assert error_of(refused)["details"]["quota"] == "batch_steps"
+    trainer = bearer("alpha-trainer")
+    allowed = await api.post("/v1/episodes", json={"env": "tictactoe", "n": 17}, headers=trainer)
+    assert allowed.status_code == 201
+
+
+async def test_audit_lines_name_the_tenant_and_key_id_never_the_key(
+    wander: tuple[FastAPI, httpx.AsyncClient], audit_lines: list[logging.LogRecord]
+) -> None:
+    _, api = wander
+    agent = bearer("alpha-agent")
+    [episode] = (await api.post("/v1/episodes", json={"env": "tictactoe"}, headers=agent)).json()[
+        "episodes"
+    ]
+    await api.post(f"/v1/episodes/{episode['id']}/step", json={"action": "<move>1</move>"},
+                   headers=agent)  # fmt: skip
+    await api.delete(f"/v1/episodes/{episode['id']}", headers=agent)
+    await api.get("/v1/runs", headers=agent)  # forbidden: audited too
+    lines = [record.__dict__ for record in audit_lines]
+    assert [(line["method"], line["route"], line["status"]) for line in lines] == [
+        ("POST", "/v1/episodes", 201),
+        ("POST", "/v1/episodes/{episode_id}/step", 200),
+        ("DELETE", "/v1/episodes/{episode_id}", 204),
+    ]
+    assert {(line["tenant"], line["key_id"]) for line in lines} == {("alpha", "env-alpha-agent-1")}
+    assert lines[0]["episode_ids"] == [episode["id"]]
+    assert SECRETS["alpha-agent"] not in json.dumps(lines, default=str)
+
+
+async def test_key_use_is_counted_per_key_in_metrics(
+    wander: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    _, api = wander
+    await api.get("/v1/environments", headers=bearer("beta-agent"))
+    await api.get("/v1/runs", headers=bearer("beta-agent"))
+    text = (await api.get("/metrics", headers=bearer("ops-admin"))).text
+    assert re.search(
+        r'wander_key_requests_total\{key="env-beta-agent-3",outcome="ok"\} [1-9]', text
+    )
+    assert re.search(
+        r'wander_key_requests_total\{key="env-beta-agent-3",outcome="forbidden"\} [1-9]', text
+    )
+    assert SECRETS["beta-agent"] not in text
+
+
+async def test_an_open_service_takes_requests_without_a_key(api: httpx.AsyncClient) -> None:
+    assert (await api.get("/v1/runs")).status_code == 200
+    created = await api.post("/v1/episodes", json={"env": "tictactoe", "n": 300})
+    assert created.status_code == 422  # the service's own limit, not a quota
+
+
+@pytest.mark.parametrize(
+    ("keys", "auth", "says"),
+    [
+        ("s3cret", None, "entry 1 is not `tenant:role:key`"),
+        ("alpha:agent:s3cret,Alpha:agent:s3cret2", None, "entry 2: the tenant must be"),
+        ("alpha:owner:s3cret", None, "the role must be one of agent, trainer, admin"),
+        ("alpha:agent:s3cret,beta:agent:s3cret", None, "entry 2 repeats the key"),
+        ("alpha:agent:s3cret", "open", "WANDER_AUTH=open, but WANDER_API_KEYS lists keys"),
+    ],
+)
+def test_keys_the_service_cannot_apply_stop_it(keys: str, auth: str | None, says: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(says)) as raised:
+        Settings(api_keys=keys, auth=auth)
+    assert "s3cret" not in str(raised.value)  # nor is the setting, in the error or a traceback
+
+
+def test_keys_required_follows_the_settings() -> None:
+    assert not Settings().requires_keys
+    assert Settings(api_keys="a:agent:k").requires_keys
+    assert Settings(auth="keys").requires_keys
+    assert not Settings(api_keys=" ").requires_keys
+
+
+async def test_a_keyed_service_with_no_key_refuses_everyone(sqlite_url: str) -> None:
+    from wander.service.archive.migrations import upgrade
+
+    upgrade(sqlite_url)
+    async with service(Settings(database_url=sqlite_url, auth="keys")) as (_, api):
+        assert (await api.get("/v1/environments")).status_code == 401
+        assert (await api.get("/healthz")).status_code == 200

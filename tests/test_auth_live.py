@@ -1,0 +1,271 @@
+"""Keys, rate limits and quotas against a real ``wander serve`` on Redis (issue 22): what
+only a real server shows (WebSocket handshakes, one client's flood next to another's
+steps, Redis memory), and what ``wander serve`` says at start."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+import redis
+import websockets
+from websockets.exceptions import InvalidStatus
+
+from tests.helpers import error_of
+from wander.service.archive import Archive, KeyBook
+from wander.service.archive.migrations import upgrade
+from wander.service.tenancy import Role
+from wander.testing import ServiceProcess
+
+FLOOD_SECONDS = 6.0
+STEPS = 150
+
+
+@dataclass
+class Keys:
+    flood: str
+    """An agent of tenant ``flood``, limited to 20 requests a second."""
+    calm: str
+    """An agent of tenant ``calm``, with its role's defaults."""
+    hoard: str
+    """A trainer of tenant ``hoard`` with small live-episode and metadata quotas."""
+    revoked: str
+    revoked_id: str
+
+
+@pytest.fixture
+def keys(sqlite_url: str) -> Keys:
+    upgrade(sqlite_url)
+    archive = Archive(sqlite_url)
+    try:
+        book = KeyBook(archive)
+        _, flood = book.create("flood", Role.agent, quotas={"requests_per_second": 20, "burst": 20})
+        _, calm = book.create("calm", Role.agent)
+        _, hoard = book.create(
+            "hoard", Role.trainer, quotas={"live_episodes": 400, "metadata_bytes": 4 << 20}
+        )
+        gone, revoked = book.create("calm", Role.agent, name="to revoke")
+    finally:
+        archive.dispose()
+    return Keys(flood, calm, hoard, revoked, gone.id)
+
+
+@pytest.fixture
+def server(
+    keys: Keys, sqlite_url: str, redis_url: str, redis_prefix: str
+) -> Iterator[ServiceProcess]:
+    process = ServiceProcess(
+        {
+            "WANDER_DATABASE_URL": sqlite_url,
+            "WANDER_REDIS_URL": redis_url,
+            "WANDER_REDIS_PREFIX": redis_prefix,
+            "WANDER_AUTH": "keys",
+            "WANDER_KEY_CACHE_SECONDS": "0.5",
+        }
+    ).start()
+    yield process
+    process.stop()
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+async def step_latencies(api: httpx.AsyncClient, key: str, steps: int) -> list[float]:
+    """Seconds per step of tic-tac-toe games played one step at a time by ``key``."""
+    latencies: list[float] = []
+    while len(latencies) < steps:
+        created = await api.post("/v1/episodes", json={"env": "tictactoe"}, headers=auth(key))
+        assert created.status_code == 201, created.text
+        episode_id, done, move = created.json()["episodes"][0]["id"], False, 0
+        while not done and len(latencies) < steps:
+            started = time.perf_counter()
+            response = await api.post(
+                f"/v1/episodes/{episode_id}/step",
+                json={"action": f"<move>{move}</move>"},
+                headers=auth(key),
+            )
+            latencies.append(time.perf_counter() - started)
+            assert response.status_code == 200, response.text
+            done, move = response.json()["done"], move + 1
+    return latencies
+
+
+def p99(latencies: list[float]) -> float:
+    return statistics.quantiles(latencies, n=100)[98]
+
+
+FLOOD = """
+import asyncio, sys, time, httpx
+async def main(url, key, seconds):
+    counts = {}
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}) as api:
+        async def loop():
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                status = (await api.get("/v1/environments")).status_code
+                counts[status] = counts.get(status, 0) + 1
+        await asyncio.gather(*(loop() for _ in range(4)))
+    print(counts.get(200, 0), counts.get(429, 0))
+asyncio.run(main(sys.argv[1], sys.argv[2], float(sys.argv[3])))
+"""
+
+
+async def test_a_rate_limited_key_gets_429s_and_leaves_other_tenants_alone(
+    server: ServiceProcess, keys: Keys
+) -> None:
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as api:
+        await step_latencies(api, keys.calm, 20)  # warm up
+        unloaded = p99(await step_latencies(api, keys.calm, STEPS))
+        flood = subprocess.Popen(
+            [sys.executable, "-c", FLOOD, server.url, keys.flood, str(FLOOD_SECONDS)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            await asyncio.sleep(0.5)
+            loaded = p99(await step_latencies(api, keys.calm, STEPS))
+            out, _ = flood.communicate(timeout=FLOOD_SECONDS + 30)
+        finally:
+            flood.kill()
+        taken, limited = map(int, out.split())
+        refused = await api.get("/v1/environments", headers=auth(keys.flood))
+    print(f"calm step p99: {unloaded * 1000:.1f} ms unloaded, {loaded * 1000:.1f} ms "
+          f"next to the flood ({taken} taken, {limited} refused)")  # fmt: skip
+    assert limited > 10 * taken  # the flood was refused, not served
+    assert taken <= 20 + 20 * (FLOOD_SECONDS + 1)  # burst + rate x time
+    assert refused.status_code == 429
+    assert error_of(refused)["code"] == "rate_limited"
+    assert int(refused.headers["retry-after"]) >= 1
+    assert loaded <= 2 * unloaded + 0.002, (unloaded, loaded)
+
+
+def redis_memory(url: str) -> int:
+    with redis.Redis.from_url(url) as client:
+        return int(client.info("memory")["used_memory"])
+
+
+async def test_live_episode_and_metadata_quotas_stop_memory_growth(
+    server: ServiceProcess, keys: Keys, redis_url: str
+) -> None:
+    metadata = {"note": "x" * 15_000}
+    statuses: dict[str, int] = {}
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as api:
+
+        async def create(n: int) -> str:
+            response = await api.post(
+                "/v1/episodes",
+                json={"env": "tictactoe", "n": n, "metadata": metadata},
+                headers=auth(keys.hoard),
+            )
+            if response.status_code == 201:
+                return "created"
+            assert response.status_code == 429, response.text
+            assert "retry-after" not in response.headers
+            return str(error_of(response)["details"]["quota"])
+
+        for _ in range(12):  # 4 MiB of metadata is 279 episodes: full by the 2nd or 3rd
+            outcome = await create(128)
+            statuses[outcome] = statuses.get(outcome, 0) + 1
+        assert statuses["metadata_bytes"] >= 9
+        full = redis_memory(redis_url)
+        for _ in range(50):
+            assert await create(128) == "metadata_bytes"
+        grown = redis_memory(redis_url) - full
+        # Small creates fill the live-episode quota, then stop too.
+        for _ in range(30):
+            response = await api.post(
+                "/v1/episodes", json={"env": "tictactoe", "n": 16}, headers=auth(keys.hoard)
+            )
+            if response.status_code == 429:
+                break
+        assert error_of(response)["details"]["quota"] == "live_episodes"
+    # 50 refused creates of 128 x 15 KB would have been 96 MB.
+    assert grown < 2 << 20, grown
+
+
+async def test_websocket_sessions_need_a_key_and_see_only_their_tenant(
+    server: ServiceProcess, keys: Keys
+) -> None:
+    ws = server.url.replace("http", "ws") + "/openenv/tictactoe/ws"
+    with pytest.raises(InvalidStatus) as refused:
+        async with websockets.connect(ws):
+            pass
+    assert refused.value.response.status_code == 401
+    # A URL carrying the key (Basic auth), as OpenEnv 0.4's and Verifiers' clients send it.
+    with_key = ws.replace("ws://", f"ws://wander:{keys.calm}@")
+    async with websockets.connect(with_key) as session:
+        await session.send('{"type": "reset", "data": {"seed": 1}}')
+        reset = json.loads(await session.recv())
+    episode_id = reset["data"]["metadata"]["episode_id"]
+    async with websockets.connect(
+        f"{ws}?episode_id={episode_id}", additional_headers=auth(keys.flood)
+    ) as other:
+        await other.send('{"type": "state"}')
+        answer = json.loads(await other.recv())
+    assert answer["type"] == "error"
+    assert answer["data"]["error"]["code"] == "episode_not_found"
+
+
+async def test_a_revoked_key_is_refused_within_the_cache_time(
+    server: ServiceProcess, keys: Keys, sqlite_url: str
+) -> None:
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as api:
+        assert (await api.get("/v1/environments", headers=auth(keys.revoked))).status_code == 200
+        archive = Archive(sqlite_url)
+        try:
+            assert KeyBook(archive).revoke(keys.revoked_id) is not None
+        finally:
+            archive.dispose()
+        await asyncio.sleep(0.6)
+        response = await api.get("/v1/environments", headers=auth(keys.revoked))
+    assert response.status_code == 401
+    assert error_of(response)["code"] == "unauthorized"
+
+
+def test_an_open_service_on_a_public_address_warns_loudly(sqlite_url: str) -> None:
+    upgrade(sqlite_url)
+    process = ServiceProcess(
+        {"WANDER_DATABASE_URL": sqlite_url, "WANDER_REDIS_URL": ""},
+        ("serve", "--host", "0.0.0.0"),
+    ).start()
+    try:
+        said = process.logs()
+    finally:
+        process.stop()
+    assert "WARNING: no API key is configured and the service listens on 0.0.0.0" in said
+
+
+def test_serve_stops_at_start_on_settings_it_cannot_apply(sqlite_url: str) -> None:
+    def serve(**env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "wander", "serve", "--port", "1"],
+            env={**os.environ, "WANDER_DATABASE_URL": sqlite_url, **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    bad = serve(WANDER_API_KEYS="alpha:agent:s3cret-key,broken")
+    assert bad.returncode == 1
+    assert "WANDER_API_KEYS entry 2 is not `tenant:role:key`" in bad.stderr
+    assert "s3cret" not in bad.stderr + bad.stdout
+
+    upgrade(sqlite_url)
+    archive = Archive(sqlite_url)
+    try:
+        KeyBook(archive).create("alpha", Role.agent)
+    finally:
+        archive.dispose()
+    opened = serve(WANDER_AUTH="open")
+    assert opened.returncode != 0
+    assert "holds 1 active API key(s), but the service is open" in opened.stderr
