@@ -435,6 +435,11 @@ class EpisodeRecord(BaseModel):
     id: str
     env: str
     version: str
+    tenant: str | None = Field(
+        None,
+        description="The tenant the episode belongs to (its creator's key's); null on a "
+        "service with no keys.",
+    )
     split: str
     example: int
     seed: int
@@ -455,7 +460,12 @@ class EpisodeRecord(BaseModel):
 
 
 class RunInfo(BaseModel):
+    """One run: a run label of one tenant (two tenants' runs of one label are two runs)."""
+
     run: str
+    tenant: str | None = Field(
+        None, description="The tenant whose run it is; null for episodes of no tenant."
+    )
     episodes: int
     envs: list[str]
     first_created_at: datetime
@@ -463,10 +473,12 @@ class RunInfo(BaseModel):
 
 
 class RunsPage(BaseModel):
-    total: int = Field(description="Run labels in the archive.")
+    total: int = Field(description="Runs in the archive that the caller sees.")
     limit: int
     offset: int
-    runs: list[RunInfo] = Field(description="Oldest first (by first episode created, then label).")
+    runs: list[RunInfo] = Field(
+        description="Oldest first (by first episode created, then label, then tenant)."
+    )
 
 
 class NumericSummary(BaseModel):
@@ -491,6 +503,11 @@ class RunSummary(BaseModel):
     """A run's archived episodes; reward, components and metrics are over the ``done`` ones."""
 
     run: str
+    tenant: str | None = Field(
+        None,
+        description="The tenant whose run is summarised; null when the summary covers "
+        "the run label's episodes of every tenant (an admin's view).",
+    )
     episodes: int
     statuses: dict[str, int] = Field(description="Episodes per status (done, aborted).")
     envs: dict[str, int]
@@ -561,3 +578,77 @@ models rather than one with a check, so that the OpenAPI document says so too)."
 class DeadLettersChanged(BaseModel):
     ids: list[str] = Field(description="The dead letters acted on.")
     missing: list[str] = Field(description="Ids asked for that the store does not hold.")
+
+
+# Admin: API keys (``/v1/admin/keys``).
+
+TENANT_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+"""A tenant's name: lower-case letters, digits and ``_.-``, 1 to 63 characters, starting
+with a letter or digit (the service's ``TENANT`` rule; a test keeps the two equal)."""
+
+KeyRole = Literal["agent", "trainer", "admin"]
+"""What a key may do: an agent plays episodes; a trainer also reads its tenant's runs;
+an admin sees every tenant and manages keys."""
+
+NonNegativeRate = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
+
+
+class QuotaOverrides(_Request):
+    """A key's quotas that replace its role's defaults. A field left out keeps the
+    role's default; null lifts that limit."""
+
+    requests_per_second: NonNegativeRate | None = Field(
+        None, description="Sustained request rate of the key."
+    )
+    burst: Index | None = Field(None, description="Requests at once above the rate.")
+    live_episodes: Index | None = Field(
+        None, description="Unfinished episodes of the key's tenant."
+    )
+    metadata_bytes: Index | None = Field(
+        None, description="Bytes of metadata held by the tenant's unfinished episodes."
+    )
+    group_size: Index | None = Field(None, description="Largest `n` of one create request.")
+    batch_steps: Index | None = Field(None, description="Most steps in one batch request.")
+
+
+class CreateKeyRequest(_Request):
+    tenant: str = Field(
+        pattern=TENANT_PATTERN,
+        description="The tenant the key acts for (its episodes and runs): lower-case "
+        "letters, digits and `_.-`, up to 63 characters.",
+    )
+    role: KeyRole
+    name: Text | None = Field(
+        None, min_length=1, max_length=200, description="A label for people: who holds it."
+    )
+    quotas: QuotaOverrides | None = Field(
+        None, description="Overrides of the role's default quotas."
+    )
+
+
+class KeyInfo(BaseModel):
+    """An API key as the service keeps it: never the key itself, nor its hash."""
+
+    id: str = Field(
+        description="The key's public id (`key_…`): what logs and metrics name, and what "
+        "revoking takes."
+    )
+    tenant: str
+    role: KeyRole
+    name: str | None
+    quotas: dict[str, float | int | None] = Field(
+        description="The key's overrides of its role's default quotas (null: no limit); "
+        "a quota not named here is the role's."
+    )
+    created_at: datetime
+    revoked_at: datetime | None = Field(description="When it was revoked; null while it works.")
+
+
+class CreatedKey(KeyInfo):
+    """A new key, with the key itself: shown this once, the service keeps only its hash."""
+
+    key: str = Field(description="The key, for `Authorization: Bearer <key>`.")
+
+
+class KeysResponse(BaseModel):
+    keys: list[KeyInfo] = Field(description="Oldest first.")

@@ -120,7 +120,7 @@ def archived_ids(database_url: str, run: str) -> list[str]:
     """The ids of ``run``'s archived episodes, oldest first (up to 1,000), read anew."""
     archive = Archive(database_url)
     try:
-        page = archive.episodes(run, EpisodeFilter(), limit=1000, offset=0)
+        page = archive.episodes(run, EpisodeFilter(), tenant=None, limit=1000, offset=0)
     finally:
         archive.dispose()
     return [episode.id for episode in page.episodes]

@@ -21,6 +21,7 @@ def tictactoe_record(
     formatted: float = 1.0,
     status: str = "done",
     env: str = "tictactoe",
+    tenant: str | None = None,
 ) -> EpisodeRecord:
     components = {
         "win": WIN_VALUE[outcome],
@@ -37,6 +38,7 @@ def tictactoe_record(
     created = T0 + timedelta(seconds=index)
     return EpisodeRecord(
         id=f"ep_{index:04d}",
+        tenant=tenant,
         env=env,
         version="1.0.0",
         split="train",

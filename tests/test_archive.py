@@ -39,19 +39,19 @@ def archive(database_url: str) -> Archive:
 
 def test_writing_twice_keeps_one_row(archive: Archive) -> None:
     archive.write([tictactoe_record(0, "win"), tictactoe_record(0, "win")])
-    page = archive.episodes("run-a", EpisodeFilter(), limit=1000, offset=0)
+    page = archive.episodes("run-a", EpisodeFilter(), tenant=None, limit=1000, offset=0)
     assert page.total == 11
     assert [ep.id for ep in page.episodes] == [f"ep_{i:04d}" for i in range(11)]
 
 
 def test_a_record_round_trips(archive: Archive) -> None:
     original = tictactoe_record(3, "loss", invalid_moves=2)
-    [stored] = archive.episodes("run-a", EpisodeFilter(), limit=1, offset=3).episodes
+    [stored] = archive.episodes("run-a", EpisodeFilter(), tenant=None, limit=1, offset=3).episodes
     assert stored == original
 
 
 def test_summary_gives_exact_rates(archive: Archive) -> None:
-    summary = archive.summary("run-a")
+    summary = archive.summary("run-a", tenant=None)
     assert summary.episodes == 11
     assert summary.statuses == {"done": 10, "aborted": 1}
     assert summary.envs == {"tictactoe": 11}
@@ -74,18 +74,18 @@ def test_summary_gives_exact_rates(archive: Archive) -> None:
 
 def test_unknown_run_is_run_not_found(archive: Archive) -> None:
     with pytest.raises(RunNotFound):
-        archive.summary("nope")
+        archive.summary("nope", tenant=None)
 
 
 def test_runs_are_listed(archive: Archive) -> None:
-    page = archive.runs(limit=100, offset=0)
+    page = archive.runs(tenant=None, limit=100, offset=0)
     assert (page.total, page.limit, page.offset) == (2, 100, 0)
     run_a, run_b = page.runs
     assert (run_a.run, run_a.episodes, run_a.envs) == ("run-a", 11, ["tictactoe"])
     assert (run_b.run, run_b.episodes) == ("run-b", 1)
     assert run_a.first_created_at == tictactoe_record(0, "win").created_at
     assert run_a.last_finished_at == tictactoe_record(10, None).finished_at
-    second = archive.runs(limit=1, offset=1)
+    second = archive.runs(tenant=None, limit=1, offset=1)
     assert second.total == 2 and [run.run for run in second.runs] == ["run-b"]
 
 
@@ -103,13 +103,16 @@ def test_runs_are_listed(archive: Archive) -> None:
     ],
 )
 def test_filters(archive: Archive, filters: EpisodeFilter, expected: list[int]) -> None:
-    page = archive.episodes("run-a", filters, limit=100, offset=0)
+    page = archive.episodes("run-a", filters, tenant=None, limit=100, offset=0)
     assert [ep.example for ep in page.episodes] == expected
     assert page.total == len(expected)
 
 
 def test_paging(archive: Archive) -> None:
-    pages = [archive.episodes("run-a", EpisodeFilter(), limit=4, offset=o) for o in (0, 4, 8)]
+    pages = [
+        archive.episodes("run-a", EpisodeFilter(), tenant=None, limit=4, offset=o)
+        for o in (0, 4, 8)
+    ]
     assert [[ep.example for ep in page.episodes] for page in pages] == [
         [0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10],
     ]  # fmt: skip
@@ -118,7 +121,9 @@ def test_paging(archive: Archive) -> None:
 
 def test_transcripts_end_on_the_models_last_message(archive: Archive) -> None:
     lines = list(
-        archive.transcripts("run-a", EpisodeFilter(exclude_outcome=("loss",), status="done"))
+        archive.transcripts(
+            "run-a", EpisodeFilter(exclude_outcome=("loss",), status="done"), tenant=None
+        )
     )
     assert len(lines) == 7
     for line in lines:
@@ -133,7 +138,7 @@ def test_an_unreachable_database_is_database_unavailable() -> None:
     with pytest.raises(DatabaseUnavailable):
         archive.write([tictactoe_record(0, "win")])
     with pytest.raises(DatabaseUnavailable):
-        archive.summary("run-a")
+        archive.summary("run-a", tenant=None)
 
 
 def test_ping_refuses_an_unmigrated_database(archive: Archive) -> None:
@@ -141,3 +146,92 @@ def test_ping_refuses_an_unmigrated_database(archive: Archive) -> None:
     downgrade(archive.url, "base")
     with pytest.raises(DatabaseUnavailable, match="wander db upgrade"):
         archive.ping()
+
+
+# Two tenants with a run named "eval" each, acme's "solo", and an "eval" of no tenant
+# (archived before keys, or by an open service).
+TENANTED = [
+    *(tictactoe_record(i, "win", run="eval", tenant="acme") for i in range(3)),
+    *(tictactoe_record(i, "loss", run="eval", tenant="globex") for i in range(10, 12)),
+    tictactoe_record(20, "draw", run="solo", tenant="acme"),
+    tictactoe_record(21, "draw", run="eval"),
+]
+
+
+@pytest.fixture
+def tenanted(database_url: str) -> Archive:
+    archive = Archive(database_url)
+    archive.write(TENANTED)
+    yield archive
+    archive.dispose()
+
+
+def runs_of(archive: Archive, tenant: str | None) -> list[tuple[str, str | None, int]]:
+    page = archive.runs(tenant=tenant, limit=100, offset=0)
+    assert page.total == len(page.runs)
+    return [(run.run, run.tenant, run.episodes) for run in page.runs]
+
+
+def test_each_tenant_lists_only_its_own_runs(tenanted: Archive) -> None:
+    assert runs_of(tenanted, "acme") == [("eval", "acme", 3), ("solo", "acme", 1)]
+    assert runs_of(tenanted, "globex") == [("eval", "globex", 2)]
+    assert runs_of(tenanted, "initech") == []
+    assert runs_of(tenanted, None) == [
+        ("eval", "acme", 3), ("eval", "globex", 2), ("solo", "acme", 1), ("eval", None, 1),
+    ]  # fmt: skip
+
+
+def test_a_tenants_run_holds_only_its_own_episodes(tenanted: Archive) -> None:
+    acme = tenanted.summary("eval", tenant="acme")
+    assert (acme.tenant, acme.episodes, acme.metrics["outcome"].rates) == ("acme", 3, {"win": 1.0})
+    globex = tenanted.summary("eval", tenant="globex")
+    assert (globex.tenant, globex.episodes) == ("globex", 2)
+    assert globex.metrics["outcome"].rates == {"loss": 1.0}
+    page = tenanted.episodes("eval", EpisodeFilter(), tenant="globex", limit=100, offset=0)
+    assert page.total == 2 and page.episodes == TENANTED[3:5]  # the tenant read back too
+    outcome = EpisodeFilter(outcome=("win",))
+    assert tenanted.episodes("eval", outcome, tenant="globex", limit=100, offset=0).total == 0
+    assert len(list(tenanted.transcripts("eval", EpisodeFilter(), tenant="acme"))) == 3
+    tenanted.require_run("eval", tenant="globex")
+
+
+def test_no_tenant_sees_every_tenants_episodes_of_a_label(tenanted: Archive) -> None:
+    summary = tenanted.summary("eval", tenant=None)
+    assert (summary.tenant, summary.episodes) == (None, 6)
+    assert summary.metrics["outcome"].rates == {"win": 0.5, "loss": 1 / 3, "draw": 1 / 6}
+    page = tenanted.episodes("eval", EpisodeFilter(), tenant=None, limit=100, offset=0)
+    assert [ep.tenant for ep in page.episodes] == ["acme"] * 3 + ["globex"] * 2 + [None]
+    assert len(list(tenanted.transcripts("eval", EpisodeFilter(), tenant=None))) == 6
+
+
+def test_another_tenants_run_reads_as_an_unknown_run(tenanted: Archive) -> None:
+    with pytest.raises(RunNotFound) as unknown:
+        tenanted.summary("nope", tenant="globex")
+    with pytest.raises(RunNotFound) as foreign:
+        tenanted.summary("solo", tenant="globex")
+    assert foreign.value.message == unknown.value.message.replace("nope", "solo")
+    with pytest.raises(RunNotFound):
+        tenanted.require_run("solo", tenant="globex")
+    page = tenanted.episodes("solo", EpisodeFilter(), tenant="globex", limit=100, offset=0)
+    assert (page.total, page.episodes) == (0, [])
+    assert list(tenanted.transcripts("solo", EpisodeFilter(), tenant="globex")) == []
+
+
+def test_runs_starting_together_are_ordered_by_label_then_tenant(database_url: str) -> None:
+    """One order on SQLite and PostgreSQL, episodes of no tenant first: pages never
+    repeat nor skip a run."""
+    owners = [("eval", "globex"), ("eval", None), ("alpha", "acme"), ("eval", "acme")]
+    records = [
+        tictactoe_record(i, "win", run=run, tenant=tenant).model_copy(
+            update={"created_at": tictactoe_record(0, "win").created_at}
+        )
+        for i, (run, tenant) in enumerate(owners)
+    ]
+    archive = Archive(database_url)
+    archive.write(records)
+    pages = [archive.runs(tenant=None, limit=1, offset=i) for i in range(4)]
+    archive.dispose()
+    assert {page.total for page in pages} == {4}
+    assert [(run.run, run.tenant) for page in pages for run in page.runs] == [
+        ("alpha", "acme"), ("eval", None), ("eval", "acme"), ("eval", "globex"),
+    ]  # fmt: skip

@@ -42,7 +42,7 @@ async def store(settings: Settings) -> AsyncIterator[EpisodeStore]:
 
 
 def archived(archive: Archive, run: str = "run-a") -> list[str]:
-    page = archive.episodes(run, EpisodeFilter(), limit=1000, offset=0)
+    page = archive.episodes(run, EpisodeFilter(), tenant=None, limit=1000, offset=0)
     return [episode.id for episode in page.episodes]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import StreamingResponse
 
 from wander.client.models import ArchivedEpisodesPage, RunsPage, RunSummary, Text
@@ -25,11 +25,24 @@ PageOffset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Items to ski
 RunLabel = Annotated[Text, Path(description="The run label (it may hold slashes).")]
 
 
+async def caller_scope() -> str | None:
+    """The only tenant whose runs the caller sees; None: every tenant's.
+
+    For now every caller sees every tenant's runs: the caller's ``Principal.scope``
+    goes here once the auth middleware finds it (issue #22)."""
+    return None
+
+
+Scope = Annotated[str | None, Depends(caller_scope)]
+
+
 @router.get("")
-def list_runs(archive: ArchiveDep, limit: PageLimit = 100, offset: PageOffset = 0) -> RunsPage:
-    """A page of the run labels in the archive, oldest first, each with its episode
+def list_runs(
+    archive: ArchiveDep, scope: Scope, limit: PageLimit = 100, offset: PageOffset = 0
+) -> RunsPage:
+    """A page of the runs in the archive, oldest first, each with its tenant, episode
     count, environments and time span; ``total`` counts them all."""
-    return archive.runs(limit=limit, offset=offset)
+    return archive.runs(tenant=scope, limit=limit, offset=offset)
 
 
 @router.get(
@@ -40,6 +53,7 @@ def list_runs(archive: ArchiveDep, limit: PageLimit = 100, offset: PageOffset = 
 def run_episodes(
     run: RunLabel,
     archive: ArchiveDep,
+    scope: Scope,
     env: Text | None = None,
     status: Literal["done", "aborted"] | None = None,
     outcome: Annotated[
@@ -76,15 +90,17 @@ def run_episodes(
     if output == "jsonl":
         # A 503 or a 404 now, rather than a stream that breaks off or says nothing.
         archive.ping()
-        archive.require_run(run)
-        return StreamingResponse(archive.transcripts(run, filters), media_type=JSONL_MEDIA_TYPE)
-    page = archive.episodes(run, filters, limit=limit, offset=offset)
+        archive.require_run(run, tenant=scope)
+        return StreamingResponse(
+            archive.transcripts(run, filters, tenant=scope), media_type=JSONL_MEDIA_TYPE
+        )
+    page = archive.episodes(run, filters, tenant=scope, limit=limit, offset=offset)
     if page.total == 0:
-        archive.require_run(run)
+        archive.require_run(run, tenant=scope)
     return page
 
 
 @router.get("/{run:path}")
-def run_summary(run: RunLabel, archive: ArchiveDep) -> RunSummary:
+def run_summary(run: RunLabel, archive: ArchiveDep, scope: Scope) -> RunSummary:
     """Reward statistics, component means and metric distributions of a run."""
-    return archive.summary(run)
+    return archive.summary(run, tenant=scope)

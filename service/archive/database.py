@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -144,47 +145,58 @@ class Archive:
                     raise
                 raise WriteRefused(_reason(exc)) from exc
 
-    def runs(self, *, limit: int, offset: int) -> RunsPage:
-        """A page of the run labels, oldest first: by their first episode's creation, then
-        by label, so that equal times still give one order and every page its own runs."""
-        labelled = ArchivedEpisode.run.is_not(None)
+    def runs(self, *, tenant: str | None, limit: int, offset: int) -> RunsPage:
+        """A page of the runs of ``tenant`` (None: of every tenant), oldest first: by their
+        first episode's creation, then by label, then by tenant, so that equal times still
+        give one order and every page its own runs. A run is a label of one tenant: two
+        tenants' ``eval`` are two runs."""
+        labelled = _scoped(ArchivedEpisode.run.is_not(None), tenant)
         first_created = func.min(ArchivedEpisode.created_at)
         query = (
             select(
+                ArchivedEpisode.tenant,
                 ArchivedEpisode.run,
                 func.count(),
                 first_created,
                 func.max(ArchivedEpisode.finished_at),
             )
-            .where(labelled)
-            .group_by(ArchivedEpisode.run)
-            .order_by(first_created, ArchivedEpisode.run)
+            .where(*labelled)
+            .group_by(ArchivedEpisode.tenant, ArchivedEpisode.run)
+            .order_by(first_created, ArchivedEpisode.run, ArchivedEpisode.tenant.nulls_first())
             .limit(limit)
             .offset(offset)
         )
-        count = select(func.count(ArchivedEpisode.run.distinct())).where(labelled)
+        runs = select(ArchivedEpisode.tenant, ArchivedEpisode.run).where(*labelled).distinct()
+        count = select(func.count()).select_from(runs.subquery())
         with self._available(), self.engine.connect() as connection:
             total = connection.execute(count).scalar_one()
             rows = connection.execute(query).all()
-            envs: dict[str, list[str]] = {}
+            envs: dict[tuple[str | None, str], list[str]] = {}
             if rows:
-                pairs = select(ArchivedEpisode.run, ArchivedEpisode.env).distinct()
-                on_page = ArchivedEpisode.run.in_([run for run, *_ in rows])
-                for run, env in connection.execute(pairs.where(on_page)):
-                    envs.setdefault(run, []).append(env)
-        runs = [
+                on_page = ArchivedEpisode.run.in_(sorted({run for _, run, *_ in rows}))
+                triples = (
+                    select(ArchivedEpisode.tenant, ArchivedEpisode.run, ArchivedEpisode.env)
+                    .where(on_page, *labelled)
+                    .distinct()
+                )
+                for owner, run, env in connection.execute(triples):
+                    envs.setdefault((owner, run), []).append(env)
+        page = [
             RunInfo(
                 run=run,
+                tenant=owner,
                 episodes=episodes,
-                envs=sorted(envs[run]),
-                first_created_at=_utc(first),
-                last_finished_at=_utc(last),
+                envs=sorted(envs[owner, run]),
+                first_created_at=utc(first),
+                last_finished_at=utc(last),
             )
-            for run, episodes, first, last in rows
+            for owner, run, episodes, first, last in rows
         ]
-        return RunsPage(total=total, limit=limit, offset=offset, runs=runs)
+        return RunsPage(total=total, limit=limit, offset=offset, runs=page)
 
-    def summary(self, run: str) -> RunSummary:
+    def summary(self, run: str, *, tenant: str | None) -> RunSummary:
+        """The summary of ``tenant``'s run ``run``; with ``tenant`` None, of the episodes
+        of every tenant with that label. ``RunNotFound`` when there is none."""
         query = select(
             ArchivedEpisode.env,
             ArchivedEpisode.status,
@@ -193,7 +205,7 @@ class Archive:
             ArchivedEpisode.metrics,
             ArchivedEpisode.created_at,
             ArchivedEpisode.finished_at,
-        ).where(ArchivedEpisode.run == run)
+        ).where(*_in_run(run, tenant))
         done = RunAggregate()
         statuses: dict[str, int] = {}
         envs: dict[str, int] = {}
@@ -213,27 +225,31 @@ class Archive:
             raise _run_not_found(run)
         return RunSummary(
             run=run,
+            tenant=tenant,
             episodes=sum(statuses.values()),
             statuses=statuses,
             envs=envs,
-            first_created_at=_utc(first),
-            last_finished_at=_utc(last),
+            first_created_at=utc(first),
+            last_finished_at=utc(last),
             reward=done.reward(),
             components=done.component_means(),
             metrics=done.metric_summaries(),
         )
 
-    def require_run(self, run: str) -> None:
-        """Raise ``RunNotFound`` unless some archived episode has the label ``run``."""
-        query = select(ArchivedEpisode.id).where(ArchivedEpisode.run == run).limit(1)
+    def require_run(self, run: str, *, tenant: str | None) -> None:
+        """Raise ``RunNotFound`` unless some archived episode of ``tenant`` (None: of any
+        tenant) has the label ``run``: another tenant's run reads as an unknown one."""
+        query = select(ArchivedEpisode.id).where(*_in_run(run, tenant)).limit(1)
         with self._available(), self.engine.connect() as connection:
             if connection.execute(query).first() is None:
                 raise _run_not_found(run)
 
     def episodes(
-        self, run: str, filters: EpisodeFilter, *, limit: int, offset: int
+        self, run: str, filters: EpisodeFilter, *, tenant: str | None, limit: int, offset: int
     ) -> ArchivedEpisodesPage:
-        matching = filters.apply(select(ArchivedEpisode).where(ArchivedEpisode.run == run))
+        """A page of the episodes of ``tenant``'s run ``run`` (None: every tenant's) that
+        match ``filters``, oldest first."""
+        matching = filters.apply(select(ArchivedEpisode).where(*_in_run(run, tenant)))
         count = select(func.count()).select_from(matching.subquery())
         page = _ordered(matching).limit(limit).offset(offset)
         with self._available(), Session(self.engine) as session:
@@ -243,15 +259,25 @@ class Archive:
             run=run, total=total, limit=limit, offset=offset, episodes=episodes
         )
 
-    def transcripts(self, run: str, filters: EpisodeFilter) -> Iterator[str]:
-        """JSON lines ``{"messages": [...]}``, one per matching episode, ending on the
-        model's last message: a chat dataset for SFT."""
+    def transcripts(
+        self, run: str, filters: EpisodeFilter, *, tenant: str | None
+    ) -> Iterator[str]:
+        """JSON lines ``{"messages": [...]}``, one per matching episode of ``tenant``'s run
+        (None: every tenant's), ending on the model's last message: a chat dataset for SFT."""
         query = _ordered(
-            filters.apply(select(ArchivedEpisode.messages).where(ArchivedEpisode.run == run))
+            filters.apply(select(ArchivedEpisode.messages).where(*_in_run(run, tenant)))
         )
         with self._available(), self.engine.connect() as connection:
             for (messages,) in connection.execution_options(yield_per=500).execute(query):
                 yield json.dumps({"messages": _through_last_assistant(messages)}) + "\n"
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """A connection in a transaction, committed when the block ends without error:
+        for the archive's other tables (``KeyBook``). ``DatabaseUnavailable`` when the
+        database cannot be reached."""
+        with self._available(), self.engine.begin() as connection:
+            yield connection
 
     @contextmanager
     def _available(self) -> Iterator[None]:
@@ -274,6 +300,15 @@ def _upsert_statement(dialect: str) -> Any:
         index_elements=[table.c.id],
         set_={c.name: statement.excluded[c.name] for c in table.c if c.name != "id"},
     )
+
+
+def _scoped(condition: ColumnElement[bool], tenant: str | None) -> list[ColumnElement[bool]]:
+    """``condition``, and the rows of ``tenant`` only unless it is None (every tenant)."""
+    return [condition] if tenant is None else [condition, ArchivedEpisode.tenant == tenant]
+
+
+def _in_run(run: str, tenant: str | None) -> list[ColumnElement[bool]]:
+    return _scoped(ArchivedEpisode.run == run, tenant)
 
 
 def _run_not_found(run: str) -> RunNotFound:
@@ -301,7 +336,7 @@ def _through_last_assistant(messages: list[dict[str, Any]]) -> list[dict[str, An
     return messages[: last + 1]
 
 
-def _utc(moment: datetime | None) -> datetime | None:
+def utc(moment: datetime | None) -> datetime | None:
     """SQLite hands back naive datetimes; everything the archive stores is UTC."""
     if moment is None or moment.tzinfo is not None:
         return moment
@@ -312,6 +347,7 @@ def _row(record: EpisodeRecord) -> dict[str, Any]:
     score = record.score
     return {
         "id": record.id,
+        "tenant": record.tenant,
         "env": record.env,
         "env_version": record.version,
         "config": record.config,
@@ -341,6 +377,7 @@ def _row(record: EpisodeRecord) -> dict[str, Any]:
 def _record(episode: ArchivedEpisode) -> EpisodeRecord:
     return EpisodeRecord(
         id=episode.id,
+        tenant=episode.tenant,
         env=episode.env,
         version=episode.env_version,
         split=episode.split,
@@ -365,7 +402,7 @@ def _record(episode: ArchivedEpisode) -> EpisodeRecord:
             outcome=episode.outcome,
         ),
         state=episode.state,
-        created_at=_utc(episode.created_at),  # type: ignore[arg-type]
-        updated_at=_utc(episode.updated_at),  # type: ignore[arg-type]
-        finished_at=_utc(episode.finished_at),
+        created_at=utc(episode.created_at),  # type: ignore[arg-type]
+        updated_at=utc(episode.updated_at),  # type: ignore[arg-type]
+        finished_at=utc(episode.finished_at),
     )
