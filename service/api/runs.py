@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import StreamingResponse
 
 from wander.client.models import ArchivedEpisodesPage, RunsPage, RunSummary, Text
+from wander.service.api.auth import principal_of
 from wander.service.api.deps import ArchiveDep
 from wander.service.api.errors import ERROR_RESPONSES
 from wander.service.archive import EpisodeFilter
@@ -25,12 +26,10 @@ PageOffset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Items to ski
 RunLabel = Annotated[Text, Path(description="The run label (it may hold slashes).")]
 
 
-async def caller_scope() -> str | None:
-    """The only tenant whose runs the caller sees; None: every tenant's.
-
-    For now every caller sees every tenant's runs: the caller's ``Principal.scope``
-    goes here once the auth middleware finds it (issue #22)."""
-    return None
+async def caller_scope(request: Request) -> str | None:
+    """The only tenant whose runs the caller sees (None: every tenant's, for an admin
+    and on an open service)."""
+    return principal_of(request).scope
 
 
 Scope = Annotated[str | None, Depends(caller_scope)]
