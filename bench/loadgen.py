@@ -236,17 +236,10 @@ def main() -> None:
         uvloop.install()
     except ImportError:
         pass
-    result = asyncio.run(
-        run_load(
-            args.url,
-            args.agents,
-            args.seconds,
-            args.mode,
-            args.batch,
-            args.opponent,
-            args.api_key,
-        )  # fmt: skip
+    load = run_load(
+        args.url, args.agents, args.seconds, args.mode, args.batch, args.opponent, args.api_key
     )
+    result = asyncio.run(load)
     print(json.dumps(asdict(result)))
 
 

@@ -75,8 +75,10 @@ def test_refusals_of_a_key_are_typed(status: int, code: str | None, raised: type
         return httpx.Response(status, json=body) if body else httpx.Response(status, text="no")
 
     transport = httpx.MockTransport(refuse)
-    with WanderClient("http://t", transport=transport, retry=NO_RETRY) as wander:
-        with pytest.raises(WanderAPIError) as error:
-            wander.runs()
+    with (
+        WanderClient("http://t", transport=transport, retry=NO_RETRY) as wander,
+        pytest.raises(WanderAPIError) as error,
+    ):
+        wander.runs()
     assert type(error.value) is raised
     assert (error.value.status, error.value.code) == (status, code or f"http_{status}")
