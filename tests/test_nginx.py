@@ -25,6 +25,9 @@ import httpx
 import pytest
 import websockets
 
+from tests.keyed import KEY as KEYED
+from tests.keyed import keyed_service
+from wander.client import Unauthorized, WanderClient
 from wander.testing import ServiceProcess, free_port
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
@@ -187,3 +190,22 @@ async def test_with_a_certificate_the_proxy_terminates_tls(
     assert through_socket["path"] == "/openenv/tictactoe/ws"
     assert versions == ["TLSv1.2", "TLSv1.3"]
     assert_no_key_logged(proxy, requests=3)  # the WebSocket's handshake is a GET too
+
+
+def test_the_client_plays_through_the_tls_proxy_with_its_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's recipe: a service that wants a key, TLS at the proxy, and a client
+    that trusts a self-signed certificate through SSL_CERT_FILE."""
+    (tmp_path / "service").mkdir()
+    service = keyed_service(tmp_path / "service")
+    try:
+        with nginx(tmp_path / "proxy", service.port, tls=True) as proxy:
+            monkeypatch.setenv("SSL_CERT_FILE", str(proxy.certificate / "cert.pem"))
+            with WanderClient(proxy.https, KEYED) as wander:
+                [episode] = wander.create("tictactoe", example=0)
+                assert episode.step("<move>4</move>").turn == 1
+            with WanderClient(proxy.https) as keyless, pytest.raises(Unauthorized):
+                keyless.episode(episode.id)
+    finally:
+        service.stop()
