@@ -8,6 +8,11 @@ with ``--mode ws``, one OpenEnv WebSocket session per agent at an OpenEnv base U
 
     python -m bench.loadgen --url http://127.0.0.1:8000 --agents 64 --seconds 10
     python -m bench.loadgen --url http://127.0.0.1:8000/openenv/tictactoe --mode ws
+
+A service with keys wants ``--api-key`` (default: $WANDER_API_KEY), sent with every
+request and WebSocket handshake. Its rate must be above the load (an ``admin`` key has
+no limit; a ``trainer`` key's default is 2,000 requests/s), or what is measured is the
+rate limit, not the service.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
 import time
@@ -62,8 +68,15 @@ def random_move(board: str, rng: random.Random) -> str:
 
 
 class Agent:
-    def __init__(self, session: aiohttp.ClientSession, url: str, opponent: str, seed: int) -> None:
-        self.session, self.url = session, url
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        url: str,
+        opponent: str,
+        seed: int,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.session, self.url, self.headers = session, url, headers or {}
         self.config = OPPONENTS[opponent]
         self.rng = random.Random(seed)
 
@@ -96,7 +109,9 @@ class Agent:
     async def socket(self, deadline: float, tally: Tally) -> None:
         """One OpenEnv session, game after game; only the step frames are timed."""
         url = "ws" + self.url.removeprefix("http") + "/ws"
-        async with websockets.connect(url, max_queue=None) as socket:
+        async with websockets.connect(
+            url, max_queue=None, additional_headers=self.headers
+        ) as socket:
 
             async def ask(kind: str, data: dict[str, Any]) -> dict[str, Any]:
                 await socket.send(json.dumps({"type": kind, "data": data}))
@@ -142,13 +157,24 @@ class Agent:
 
 
 async def run_load(
-    url: str, agents: int, seconds: float, mode: str, batch: int, opponent: str
+    url: str,
+    agents: int,
+    seconds: float,
+    mode: str,
+    batch: int,
+    opponent: str,
+    api_key: str | None = None,
 ) -> LoadResult:
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
     timeout = aiohttp.ClientTimeout(total=60)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     tallies = [Tally() for _ in range(agents)]
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        players = [Agent(session, url.rstrip("/"), opponent, seed) for seed in range(agents)]
+    async with aiohttp.ClientSession(
+        connector=connector, timeout=timeout, headers=headers
+    ) as session:
+        players = [
+            Agent(session, url.rstrip("/"), opponent, seed, headers) for seed in range(agents)
+        ]
         started = time.perf_counter()
         deadline = started + seconds
         runs = [
@@ -199,6 +225,10 @@ def main() -> None:
     parser.add_argument("--mode", choices=["single", "batch", "ws"], default="single")
     parser.add_argument("--batch", type=int, default=64, help="episodes per batch request")
     parser.add_argument("--opponent", choices=sorted(OPPONENTS), default="random")
+    parser.add_argument(
+        "--api-key", default=os.environ.get("WANDER_API_KEY"),
+        help="the service's API key [default: $WANDER_API_KEY]",
+    )  # fmt: skip
     args = parser.parse_args()
     try:
         import uvloop
@@ -206,9 +236,10 @@ def main() -> None:
         uvloop.install()
     except ImportError:
         pass
-    result = asyncio.run(
-        run_load(args.url, args.agents, args.seconds, args.mode, args.batch, args.opponent)
+    load = run_load(
+        args.url, args.agents, args.seconds, args.mode, args.batch, args.opponent, args.api_key
     )
+    result = asyncio.run(load)
     print(json.dumps(asdict(result)))
 
 

@@ -46,7 +46,13 @@ class BadRequest(WanderAPIError):
 
 
 class Unauthorized(WanderAPIError):
-    """401 ``unauthorized``."""
+    """401 ``unauthorized``: no key was sent, or the service does not know it (it never
+    says which). Pass one as ``api_key=`` or ``WANDER_API_KEY``."""
+
+
+class Forbidden(WanderAPIError):
+    """403 ``forbidden``: the key is known, but its role may not do this (an ``agent``
+    key reading runs, a ``trainer`` key managing keys)."""
 
 
 class NotFound(WanderAPIError):
@@ -96,7 +102,15 @@ class EnvironmentFailed(InvalidRequest):
 
 
 class RateLimited(WanderAPIError):
-    """429 ``rate_limited``."""
+    """429 ``rate_limited``: the key sent requests faster than its rate allows. The client
+    waits the ``Retry-After`` the service gives and tries again; this is raised once the
+    retries are spent."""
+
+
+class QuotaExceeded(WanderAPIError):
+    """429 ``quota_exceeded``: the request would take the key's tenant past a quota (live
+    episodes, metadata bytes, group or batch size). Waiting does not help, so the client
+    raises it at once: finish or delete episodes, send less, or ask for a larger quota."""
 
 
 class ServiceUnavailable(WanderAPIError):
@@ -106,6 +120,7 @@ class ServiceUnavailable(WanderAPIError):
 ERRORS_BY_CODE: dict[str, type[WanderAPIError]] = {
     "bad_request": BadRequest,
     "unauthorized": Unauthorized,
+    "forbidden": Forbidden,
     "episode_not_found": EpisodeNotFound,
     "env_not_found": EnvNotFound,
     "run_not_found": RunNotFound,
@@ -119,12 +134,14 @@ ERRORS_BY_CODE: dict[str, type[WanderAPIError]] = {
     "env_failed": EnvironmentFailed,
     "env_error": EnvironmentFailed,
     "rate_limited": RateLimited,
+    "quota_exceeded": QuotaExceeded,
     "store_unavailable": ServiceUnavailable,
     "database_unavailable": ServiceUnavailable,
 }
 ERRORS_BY_STATUS: dict[int, type[WanderAPIError]] = {
     400: BadRequest,
     401: Unauthorized,
+    403: Forbidden,
     404: NotFound,
     409: Conflict,
     413: PayloadTooLarge,

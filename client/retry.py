@@ -12,7 +12,9 @@ from wander.client._api import Call
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 """Transport errors raised before the request left: resending cannot apply it twice."""
 NOT_APPLIED = frozenset({429, 503})
-"""Statuses with which the service says it did nothing."""
+"""Statuses with which the service says it did nothing. A 429 is worth waiting for
+only with ``Retry-After`` (``rate_limited``); without it (``quota_exceeded``) the
+same request would be refused again until the tenant's episodes end."""
 TRANSIENT = NOT_APPLIED | {502, 504}
 """Statuses worth retrying for requests that are safe to resend."""
 
@@ -45,6 +47,8 @@ class Retry:
             if response.status_code not in (TRANSIENT if call.idempotent else NOT_APPLIED):
                 return None
             retry_after = response.headers.get("retry-after", "")
+            if response.status_code == 429 and not retry_after:
+                return None
             if retry_after.isdigit():
                 return min(float(retry_after), self.max_backoff_seconds)
         backoff = min(self.max_backoff_seconds, self.backoff_seconds * 2**attempt)

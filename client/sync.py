@@ -37,9 +37,10 @@ T = TypeVar("T")
 class WanderClient:
     """Talks to a Wander service. Use as a context manager, or call ``close()``.
 
-    Requests that fail on the way (connection errors, 503) are retried with
-    backoff where that cannot apply anything twice: steps with a ``turn``
-    (episode handles always pass one), reads and deletes.
+    Requests that fail on the way (connection errors, 503, 429 with
+    ``Retry-After``) are retried with backoff where that cannot apply anything
+    twice: steps with a ``turn`` (episode handles always pass one), reads and
+    deletes. ``api_key`` (else ``WANDER_API_KEY``) is sent as a bearer token.
     """
 
     def __init__(

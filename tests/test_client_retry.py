@@ -11,6 +11,8 @@ from starlette.types import ASGIApp
 from tests.agents import answer
 from wander.client import (
     AsyncWanderClient,
+    QuotaExceeded,
+    RateLimited,
     Retry,
     ServiceUnavailable,
     WanderClient,
@@ -130,3 +132,65 @@ def test_an_unreachable_service_is_a_connection_error() -> None:
         pytest.raises(WanderConnectionError),
     ):
         wander.environments()
+
+
+def too_many(retry_after: str | None) -> httpx.Response:
+    """The service's 429s: ``rate_limited`` says when to come back, ``quota_exceeded`` not."""
+    code = "quota_exceeded" if retry_after is None else "rate_limited"
+    headers = {} if retry_after is None else {"Retry-After": retry_after}
+    return httpx.Response(429, headers=headers, json={"error": {"code": code, "message": "no"}})
+
+
+CREATED = {"episodes": []}
+
+
+class Refusing(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """Answers the first ``times`` requests with ``refusal``, then 201 with no episodes."""
+
+    def __init__(self, refusal: httpx.Response, times: int) -> None:
+        self.refusal, self.times, self.sent = refusal, times, 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent += 1
+        return self.refusal if self.sent <= self.times else httpx.Response(201, json=CREATED)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return self.handle_request(request)
+
+
+def test_a_rate_limited_create_is_sent_again_after_retry_after() -> None:
+    """``rate_limited`` applied nothing, so even a create (not idempotent) is resent."""
+    refusing = Refusing(too_many("0"), times=2)
+    with WanderClient("http://t", transport=refusing, retry=FAST) as wander:
+        assert wander.create("tictactoe") == []
+    assert refusing.sent == 3
+
+
+async def test_the_async_client_raises_rate_limited_once_its_retries_are_spent() -> None:
+    refusing = Refusing(too_many("0"), times=99)
+    async with AsyncWanderClient("http://t", transport=refusing, retry=FAST) as wander:
+        with pytest.raises(RateLimited) as raised:
+            await wander.create("tictactoe")
+    assert refusing.sent == FAST.attempts
+    assert (raised.value.status, raised.value.code) == (429, "rate_limited")
+
+
+@pytest.mark.parametrize("method", ["create", "score"])  # one not idempotent, one idempotent
+def test_a_429_without_retry_after_is_raised_at_once(method: str) -> None:
+    """``quota_exceeded``: the quota frees when episodes end, not when time passes."""
+    refusing = Refusing(too_many(None), times=1)
+    with (
+        WanderClient("http://t", transport=refusing, retry=FAST) as wander,
+        pytest.raises(QuotaExceeded) as raised,
+    ):
+        wander.create("tictactoe") if method == "create" else wander.score("ep_1")
+    assert refusing.sent == 1
+    assert (raised.value.status, raised.value.code) == (429, "quota_exceeded")
+
+
+async def test_the_async_client_raises_quota_exceeded_at_once_too() -> None:
+    refusing = Refusing(too_many(None), times=1)
+    async with AsyncWanderClient("http://t", transport=refusing, retry=FAST) as wander:
+        with pytest.raises(QuotaExceeded):
+            await wander.score("ep_1")
+    assert refusing.sent == 1

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.agents import answer
@@ -134,23 +137,89 @@ def test_the_dockerfile_passes_hadolint() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_compose_config_is_valid() -> None:
+@pytest.fixture
+def compose() -> list[str]:
+    """The docker compose client's command (v2's plugin, else v1's docker-compose)."""
     if (
         shutil.which("docker")
         and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0
     ):
-        command = ["docker", "compose"]
-    elif shutil.which("docker-compose"):
-        command = ["docker-compose"]
-    else:
-        pytest.skip("no docker compose client on this machine: compose.yaml not validated")
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    pytest.skip("no docker compose client on this machine: compose.yaml not validated")
+
+
+def rendered(compose: list[str], *files: str, profile: str = "", **env: str) -> dict[str, Any]:
+    """``docker compose config`` of ``files`` (with ``profile``) and ``env`` set, as data."""
+    options = [option for name in files for option in ("-f", name)]
+    options += ["--profile", profile] if profile else []
+    done = subprocess.run(
+        [*compose, *options, "config"], cwd=ROOT, capture_output=True, text=True,
+        env={**os.environ, **env},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return yaml.safe_load(done.stdout)  # type: ignore[no-any-return]
+
+
+def test_compose_config_is_valid(compose: list[str]) -> None:
     result = subprocess.run(
-        [*command, "-f", "compose.yaml", "--profile", "gpu", "config", "-q"],
+        [*compose, "-f", "compose.yaml", "--profile", "gpu", "config", "-q"],
         cwd=ROOT, capture_output=True, text=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     rendered = subprocess.run(
-        [*command, "-f", "compose.yaml", "config"], cwd=ROOT, capture_output=True, text=True
+        [*compose, "-f", "compose.yaml", "config"], cwd=ROOT, capture_output=True, text=True
     ).stdout
     assert "service_completed_successfully" in rendered and "8000" in rendered
     assert "--appendonly" in rendered
+
+
+def ports(service: dict[str, Any]) -> set[tuple[str | None, str, str]]:
+    """(host address, published, target) of each port, as compose v1 or v2 writes them."""
+    found = set()
+    for port in service.get("ports", []):
+        if isinstance(port, str):  # v1: "127.0.0.1:8000:8000/tcp"
+            *address, published, target = port.split("/")[0].split(":")
+            found.add((address[0] if address else None, published, target))
+        else:
+            found.add((port.get("host_ip"), str(port["published"]), str(port["target"])))
+    return found
+
+
+def mounts(service: dict[str, Any]) -> dict[str, str]:
+    """Target -> source of each bind mount, as compose v1 or v2 writes them."""
+    found = {}
+    for volume in service.get("volumes", []):
+        if isinstance(volume, str):  # v1: "source:target:ro"
+            source, target = volume.split(":")[:2]
+            found[target] = source
+        else:
+            found[volume["target"]] = volume["source"]
+    return found
+
+
+def test_compose_serves_tls_only_with_its_overlay_and_passes_keys_on(compose: list[str]) -> None:
+    """Without certificates, ``docker compose up`` is what it was: port 8000 and no
+    443. ``compose.tls.yaml`` adds 443 and mounts the TLS server and the certificates."""
+    keys = {"WANDER_API_KEYS": "lab:trainer:wdr_k", "WANDER_API_KEY": "wdr_k"}
+    plain = rendered(compose, "compose.yaml", **keys)["services"]
+    assert ports(plain["proxy"]) == {(None, "8000", "8000")}
+    assert "/etc/nginx/wander.d/tls.conf" not in mounts(plain["proxy"])
+    assert plain["service"]["environment"]["WANDER_API_KEYS"] == "lab:trainer:wdr_k"
+    assert plain["service"]["environment"]["FORWARDED_ALLOW_IPS"] == "*"
+    tls = rendered(compose, "compose.yaml", "compose.tls.yaml", WANDER_TLS_DIR="/srv/certs")
+    proxy = tls["services"]["proxy"]
+    assert ports(proxy) == {(None, "8000", "8000"), (None, "443", "443")}
+    assert mounts(proxy)["/etc/nginx/tls"] == "/srv/certs"
+    assert mounts(proxy)["/etc/nginx/wander.d/tls.conf"] == str(ROOT / "deploy/nginx-tls.conf")
+    local = rendered(compose, "compose.yaml", "compose.tls.yaml", WANDER_HTTP_PORT="127.0.0.1:8000")
+    assert ports(local["services"]["proxy"]) == {
+        ("127.0.0.1", "8000", "8000"),
+        (None, "443", "443"),
+    }
+
+
+def test_the_gpu_trainer_gets_the_key(compose: list[str]) -> None:
+    services = rendered(compose, "compose.yaml", profile="gpu", WANDER_API_KEY="wdr_trainer")
+    assert services["services"]["trainer"]["environment"]["WANDER_API_KEY"] == "wdr_trainer"

@@ -13,7 +13,9 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+from wander.client import WanderClient
 
 
 class SamplingConfig(BaseModel):
@@ -37,6 +39,12 @@ class GRPORunConfig(BaseModel):
         "(tool environments; the model's chat template must support tools).",
     )
     url: str = Field("http://127.0.0.1:8000", description="The Wander service.")
+    api_key: SecretStr | None = Field(
+        None,
+        description="The service's API key, if it wants one. `--api-key` or $WANDER_API_KEY "
+        "take precedence; better kept there than in a file. Shown as ********** in reprs, "
+        "logs and dumps.",
+    )
     env: str = "tictactoe"
     env_config: dict[str, Any] = Field(default_factory=dict)
     split: str = "train"
@@ -72,6 +80,12 @@ class GRPORunConfig(BaseModel):
                 "loop (environment_factory) generates each turn within max_completion_length"
             )
         return self
+
+    def client(self, url: str | None = None, api_key: str | None = None) -> WanderClient:
+        """The client every part of the run plays through: ``url`` and ``api_key`` (the
+        command line's, or its environment's) before the file's ``url`` and ``api_key``."""
+        key = api_key or (self.api_key.get_secret_value() if self.api_key else None)
+        return WanderClient(url or self.url, key)
 
 
 def load_config(path: Path) -> GRPORunConfig:

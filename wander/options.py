@@ -76,16 +76,20 @@ def printable(text: str | None) -> str:
 def talks_to_service(command: Callable[P, R]) -> Callable[P, R]:
     """For a command that talks to the service: an unreachable service is one line that
     names the URL tried and how to change it; an error the service answered is a
-    usage error with its code. Never a traceback."""
+    usage error with its code (a 401 says how to pass a key). Never a traceback."""
 
     @functools.wraps(command)
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        from wander.client.errors import WanderConnectionError, WanderError
+        from wander.client.errors import Unauthorized, WanderConnectionError, WanderError
 
         try:
             return command(*args, **kwargs)
         except WanderConnectionError as exc:
             fail(f"{exc}. Is `wander serve` running there? (--url or WANDER_URL)")
+        except Unauthorized as exc:
+            raise typer.BadParameter(
+                f"{exc} (pass a key with --api-key or WANDER_API_KEY)"
+            ) from exc
         except WanderError as exc:
             raise typer.BadParameter(str(exc)) from exc
 

@@ -33,10 +33,11 @@ def require_trainer() -> None:
 def grpo(
     config: Annotated[Path, typer.Option("--config", exists=True, help="The run's TOML file.")],
     url: UrlOption = None,
+    api_key: ApiKeyOption = None,
 ) -> None:
-    """GRPO with TRL, playing episodes on the service over HTTP (see trainer/configs/)."""
+    """GRPO with TRL, playing episodes on the service over HTTP (see trainer/configs/).
+    --url and --api-key (or their environment variables) override the config's."""
     require_trainer()
-    from wander.client import WanderClient
     from wander.trainer.config import load_config
     from wander.trainer.grpo import build_trainer
     from wander.trainer.models import load
@@ -47,7 +48,7 @@ def grpo(
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
     model, tokenizer = load(run.model, tools=run.rollout == "environment_factory")
-    with WanderClient(url or run.url) as client:
+    with run.client(url, api_key) as client:
         try:
             trainer = build_trainer(run, client, model, tokenizer)
         except ValueError as exc:  # e.g. environment_factory on an environment without tools
