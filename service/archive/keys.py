@@ -25,7 +25,6 @@ from wander.service.errors import InvalidInput
 from wander.service.tenancy import (
     DEFAULT_QUOTAS,
     TENANT,
-    Principal,
     Quotas,
     Role,
     key_hash,
@@ -62,13 +61,6 @@ class StoredKey:
     def effective_quotas(self) -> Quotas:
         """What the key may consume: its role's defaults with its overrides."""
         return DEFAULT_QUOTAS[self.role].updated(**self.quotas)
-
-    @property
-    def principal(self) -> Principal:
-        """The caller that presents this key."""
-        return Principal(
-            tenant=self.tenant, role=self.role, key_id=self.id, quotas=self.effective_quotas
-        )
 
 
 class KeyBook:
