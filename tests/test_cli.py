@@ -205,10 +205,8 @@ def test_a_url_that_is_not_http_is_a_usage_error(url: str) -> None:
 
 
 def test_serve_never_prints_passwords() -> None:
-    from wander.options import safe_url
+    from wander.commands.service import _safe
 
-    assert safe_url("redis://:s3cret@cache:6379/0") == "redis://:***@cache:6379/0"
-    assert (
-        safe_url("postgresql+psycopg://me:pw@db/wander") == "postgresql+psycopg://me:***@db/wander"
-    )
-    assert safe_url("sqlite:///wander.db") == "sqlite:///wander.db"
+    assert _safe("redis://:s3cret@cache:6379/0") == "redis://:***@cache:6379/0"
+    assert _safe("postgresql+psycopg://me:pw@db/wander") == "postgresql+psycopg://me:***@db/wander"
+    assert _safe("sqlite:///wander.db") == "sqlite:///wander.db"

@@ -357,8 +357,17 @@ def test_an_unmigrated_or_missing_database_is_one_clear_line(tmp_path: Path) -> 
     for command in [["list"], ["create", "--tenant", "acme", "--role", "admin"], ["revoke", "k"]]:
         result = keys(url, *command)
         assert result.exit_code == 1, result.output
-        assert result.output.startswith(f"Error: the archive at {url}: ")
-        assert "run `wander db upgrade`" in result.output and len(result.output.splitlines()) == 1
+        assert result.output == (
+            "Error: the archive database is at revision 0001, not 0002: run `wander db upgrade`\n"
+        )
     missing = keys(f"sqlite:///{tmp_path}/none.db", "list")
     assert missing.exit_code == 1 and "`wander db upgrade`" in missing.output
     assert not (tmp_path / "none.db").exists()
+
+
+def test_an_unreachable_database_is_one_line_without_its_password() -> None:
+    url = f"postgresql+psycopg://wander:s3cret@127.0.0.1:{free_port()}/archive"
+    result = keys(url, "list")
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: the archive database is unreachable: ")
+    assert len(result.output.splitlines()) == 1 and "s3cret" not in result.output

@@ -5,9 +5,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any, NoReturn, ParamSpec, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
@@ -42,13 +40,6 @@ UrlOption = Annotated[
 ]
 ApiKeyOption = Annotated[
     str | None, typer.Option("--api-key", envvar="WANDER_API_KEY", help="The service's API key.")
-]
-DatabaseOption = Annotated[
-    str | None,
-    typer.Option(
-        "--database-url",
-        help="SQLAlchemy URL of the archive (default: WANDER_DATABASE_URL, else ./wander.db).",
-    ),
 ]
 ConfigOption = Annotated[
     str | None, typer.Option("--config", help="The environment's config, as JSON.")
@@ -111,26 +102,3 @@ def service_settings() -> Any:
             "pip install 'wander-rl[service]'"
         ) from exc
     return Settings()
-
-
-def existing_archive(url: str) -> str:
-    """``url``, unless it names a SQLite file that does not exist: connecting to it would
-    create it, so commands that only read or undo end here instead."""
-    from sqlalchemy.engine import make_url
-
-    database = make_url(url).database if url.startswith("sqlite") else None
-    if database and database != ":memory:" and not Path(database).exists():
-        fail(
-            f"no archive at {safe_url(url)}: {database} does not exist "
-            "(`wander db upgrade` or `wander serve` creates it)"
-        )
-    return url
-
-
-def safe_url(url: str) -> str:
-    """The URL without its password, for printing."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))

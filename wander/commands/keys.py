@@ -2,7 +2,7 @@
 
 Straight to the database, like ``wander db``, not through the service: the first admin
 key has to come from somewhere, and no key exists yet to call ``/v1/admin/keys`` with.
-The service reads the same table, so a key created or revoked here counts at once.
+The service looks presented keys up in the same table.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from wander.options import DatabaseOption, existing_archive, fail, printable, safe_url
+from wander.commands.service import DatabaseOption, existing_archive
+from wander.options import fail, printable, service_settings
 
 if TYPE_CHECKING:
     from wander.service.archive import KeyBook, StoredKey
@@ -131,7 +132,6 @@ def _key_book(database_url: str | None) -> Iterator[KeyBook]:
     """The keys of the archive at ``database_url``, once it answers at the latest
     migration; what goes wrong is one line (or a usage error naming the option), never
     a traceback."""
-    from wander.options import service_settings
     from wander.service.archive import Archive, KeyBook
     from wander.service.errors import DatabaseUnavailable, InvalidInput
 
@@ -141,7 +141,7 @@ def _key_book(database_url: str | None) -> Iterator[KeyBook]:
         archive.ping()
         yield KeyBook(archive)
     except DatabaseUnavailable as exc:
-        fail(f"the archive at {safe_url(url)}: {exc.message}")
+        fail(" ".join(exc.message.split()))  # the driver's reason may span lines
     except InvalidInput as exc:
         field = exc.details[0]["loc"][-1]
         raise typer.BadParameter(exc.message, param_hint=_flag(field)) from None

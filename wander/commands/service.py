@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
-from wander.options import DatabaseOption, existing_archive, fail, safe_url, service_settings
+from wander.options import fail, service_settings
 
 db = typer.Typer(help="The archive database.", no_args_is_help=True)
+
+DatabaseOption = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url", help="SQLAlchemy URL of the archive (default: WANDER_DATABASE_URL)."
+    ),
+]
 
 
 def serve(
@@ -33,7 +42,7 @@ def serve(
     if settings.database_url.startswith("sqlite"):
         _upgrade(settings.database_url)
     store = (
-        f"Redis at {safe_url(settings.redis_url)}" if settings.redis_url else "the in-process store"
+        f"Redis at {_safe(settings.redis_url)}" if settings.redis_url else "the in-process store"
     )
     typer.echo(f"Wander on http://{host}:{port} with {store}, {workers} worker(s)")
     if settings.redis_url:
@@ -41,7 +50,7 @@ def serve(
 
         warning = persistence_warning(settings.redis_url)
         if warning:
-            typer.echo(f"Warning: the Redis at {safe_url(settings.redis_url)} {warning}", err=True)
+            typer.echo(f"Warning: the Redis at {_safe(settings.redis_url)} {warning}", err=True)
     uvicorn.run(
         "wander.service.app:create_app",
         factory=True,
@@ -74,7 +83,7 @@ def db_downgrade(
     url = existing_archive(database_url or service_settings().database_url)
     before = _revision(url)  # also: a database that cannot be reached ends here
     downgrade(url, revision)
-    typer.echo(f"Archive {safe_url(url)} is at revision {_revision(url)} (was {before})")
+    typer.echo(f"Archive {_safe(url)} is at revision {_revision(url)} (was {before})")
 
 
 @db.command("current")
@@ -84,7 +93,7 @@ def db_current(database_url: DatabaseOption = None) -> None:
     from wander.service.archive.migrations import head_revision
 
     url = existing_archive(database_url or service_settings().database_url)
-    typer.echo(f"{safe_url(url)}: revision {_revision(url)} (latest {head_revision()})")
+    typer.echo(f"{_safe(url)}: revision {_revision(url)} (latest {head_revision()})")
 
 
 def _upgrade(url: str, revision: str = "head") -> None:
@@ -94,9 +103,23 @@ def _upgrade(url: str, revision: str = "head") -> None:
     upgrade(url, revision)
     after = _revision(url)
     if before == after:
-        typer.echo(f"Archive {safe_url(url)} is up to date (revision {after})")
+        typer.echo(f"Archive {_safe(url)} is up to date (revision {after})")
     else:
-        typer.echo(f"Archive {safe_url(url)} migrated from revision {before} to {after}")
+        typer.echo(f"Archive {_safe(url)} migrated from revision {before} to {after}")
+
+
+def existing_archive(url: str) -> str:
+    """``url``, unless it names a SQLite file that does not exist: connecting to it would
+    create it, so commands that only read or undo end here instead."""
+    from sqlalchemy.engine import make_url
+
+    database = make_url(url).database if url.startswith("sqlite") else None
+    if database and database != ":memory:" and not Path(database).exists():
+        fail(
+            f"no archive at {_safe(url)}: {database} does not exist "
+            "(`wander db upgrade` or `wander serve` creates it)"
+        )
+    return url
 
 
 def _revision(url: str) -> str | None:
@@ -110,6 +133,15 @@ def _revision(url: str) -> str | None:
     try:
         return current_revision(engine)
     except OperationalError as exc:
-        fail(f"cannot reach the archive at {safe_url(url)}: {' '.join(str(exc.orig).split())}")
+        fail(f"cannot reach the archive at {_safe(url)}: {' '.join(str(exc.orig).split())}")
     finally:
         engine.dispose()
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for printing."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
