@@ -91,6 +91,12 @@ class RunNotFound(WanderError):
     code = "run_not_found"
 
 
+class KeyNotFound(WanderError):
+    """No API key has that id (``/v1/admin/keys/{key_id}``)."""
+
+    code = "key_not_found"
+
+
 class DatabaseUnavailable(WanderError):
     """The archive database cannot be reached; the request may be retried."""
 

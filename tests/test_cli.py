@@ -31,15 +31,15 @@ def test_serve_refuses_several_workers_on_the_in_process_store(
 def test_db_upgrade_current_and_downgrade(empty_database_url: str) -> None:
     first = runner.invoke(app, ["db", "upgrade", "--database-url", empty_database_url])
     assert first.exit_code == 0, first.output
-    assert "migrated from revision None to 0001" in first.output
+    assert "migrated from revision None to 0002" in first.output
     again = runner.invoke(app, ["db", "upgrade", "--database-url", empty_database_url])
-    assert "up to date (revision 0001)" in again.output
+    assert "up to date (revision 0002)" in again.output
     current = runner.invoke(app, ["db", "current", "--database-url", empty_database_url])
-    assert current.exit_code == 0 and "revision 0001 (latest 0001)" in current.output
+    assert current.exit_code == 0 and "revision 0002 (latest 0002)" in current.output
     down = runner.invoke(app, ["db", "downgrade", "base", "--database-url", empty_database_url])
-    assert down.exit_code == 0 and "is at revision None (was 0001)" in down.output
+    assert down.exit_code == 0 and "is at revision None (was 0002)" in down.output
     empty = runner.invoke(app, ["db", "current", "--database-url", empty_database_url])
-    assert empty.exit_code == 0 and "revision None (latest 0001)" in empty.output
+    assert empty.exit_code == 0 and "revision None (latest 0002)" in empty.output
 
 
 @pytest.mark.parametrize("command", [["current"], ["downgrade", "base"]])

@@ -148,6 +148,25 @@ async def test_paging_through_the_runs_yields_each_once_in_order(database_url: s
     assert last == {"total": 31, "limit": 100, "offset": 2**63 - 1, "runs": []}
 
 
+async def test_a_service_without_keys_shows_every_tenants_runs(database_url: str) -> None:
+    """Two tenants' runs named ``eval`` are two runs, each with its tenant; a caller of
+    every tenant (no keys, or an admin) gets one summary of the label's episodes."""
+    records = [
+        tictactoe_record(0, "win", run="eval", tenant="acme"),
+        tictactoe_record(1, "loss", run="eval", tenant="globex"),
+    ]
+    async with serving(database_url, records) as api:
+        runs = (await api.get("/v1/runs")).json()
+        summary = (await api.get("/v1/runs/eval")).json()
+        page = (await api.get("/v1/runs/eval/episodes")).json()
+    assert runs["total"] == 2
+    assert [(run["run"], run["tenant"], run["episodes"]) for run in runs["runs"]] == [
+        ("eval", "acme", 1), ("eval", "globex", 1),
+    ]  # fmt: skip
+    assert (summary["run"], summary["tenant"], summary["episodes"]) == ("eval", None, 2)
+    assert [episode["tenant"] for episode in page["episodes"]] == ["acme", "globex"]
+
+
 BAD_PAGES: list[dict[str, Any]] = [
     {"limit": 0}, {"limit": 1001}, {"limit": 2**63}, {"limit": "ten"}, {"offset": -1},
     {"offset": 2**63}, {"offset": 2**64}, {"offset": 10**30}, {"offset": "1e3"},

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from wander.commands import archive, client, policies, service, train
+from wander.commands import archive, client, keys, policies, service, train
 
 app = typer.Typer(
     help="Wander: environments as a service for RL of language-model agents.",
@@ -15,6 +15,7 @@ app = typer.Typer(
 app.command()(service.serve)
 app.add_typer(service.db, name="db")
 app.add_typer(archive.archive, name="archive")
+app.add_typer(keys.keys, name="keys")
 app.command()(client.envs)
 app.command("eval")(client.evaluate)
 app.command()(client.play)

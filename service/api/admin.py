@@ -1,5 +1,5 @@
-"""``/v1/admin``: what an operator does to the service. Today: the archive's dead letters,
-which ``wander archive dead-letters list|retry|drop`` calls.
+"""``/v1/admin``: what an operator does to the service: the archive's dead letters, which
+``wander archive dead-letters list|retry|drop`` calls, and the API keys.
 
 Routes, not direct store access from the command line, because the in-process store's
 dead letters live inside the service's process, where only the service reaches them;
@@ -13,21 +13,29 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query, Response, status
 
 from wander.client.models import (
     MAX_DEAD_LETTER_IDS,
+    CreatedKey,
+    CreateKeyRequest,
     DeadLetterId,
     DeadLetterIds,
     DeadLetterInfo,
     DeadLettersChanged,
     DeadLetterSelection,
     DeadLettersPage,
+    KeyInfo,
+    KeysResponse,
+    Text,
 )
-from wander.service.api.deps import EngineDep
+from wander.service.api.deps import ArchiveDep, EngineDep
 from wander.service.api.errors import ERROR_RESPONSES
+from wander.service.archive import KeyBook, StoredKey
 from wander.service.archiver import record_label
+from wander.service.errors import KeyNotFound
 from wander.service.store import DeadLetter, EpisodeStore
+from wander.service.tenancy import Role
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=ERROR_RESPONSES)
 
@@ -89,4 +97,54 @@ def _info(letter: DeadLetter) -> DeadLetterInfo:
         run=label.run,
         error=letter.error,
         failed_at=datetime.fromtimestamp(letter.failed_at, UTC),
+    )
+
+
+# API keys. Plain functions: FastAPI runs them in its thread pool, off the event loop,
+# as the archive's synchronous database calls need.
+
+
+@router.get("/keys")
+def list_keys(
+    archive: ArchiveDep,
+    tenant: Annotated[Text | None, Query(max_length=64, description="Only this tenant's.")] = None,
+    include_revoked: Annotated[bool, Query(description="Revoked keys too.")] = False,
+) -> KeysResponse:
+    """The API keys, oldest first: ids, tenants, roles, names and quota overrides,
+    never the keys themselves (the service does not have them)."""
+    keys = KeyBook(archive).list(tenant=tenant, include_revoked=include_revoked)
+    return KeysResponse(keys=[_key_info(key) for key in keys])
+
+
+@router.post("/keys", status_code=status.HTTP_201_CREATED)
+def create_key(request: CreateKeyRequest, archive: ArchiveDep) -> CreatedKey:
+    """A new API key for a tenant, with a role and optional overrides of the role's
+    quotas. The answer holds the key itself: the only time it is shown."""
+    quotas = None if request.quotas is None else request.quotas.model_dump(exclude_unset=True)
+    key, secret = KeyBook(archive).create(
+        request.tenant, Role(request.role), name=request.name, quotas=quotas
+    )
+    return CreatedKey(**_key_info(key).model_dump(), key=secret)
+
+
+@router.delete("/keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
+def revoke_key(
+    key_id: Annotated[Text, Path(max_length=200, description="The key's id (`key_…`).")],
+    archive: ArchiveDep,
+) -> Response:
+    """Revoke a key: from now on it is refused. Revoking a revoked key changes nothing."""
+    if KeyBook(archive).revoke(key_id) is None:
+        raise KeyNotFound(f"no API key has the id {key_id!r}")
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def _key_info(key: StoredKey) -> KeyInfo:
+    return KeyInfo(
+        id=key.id,
+        tenant=key.tenant,
+        role=key.role.value,
+        name=key.name,
+        quotas=key.quotas,
+        created_at=key.created_at,
+        revoked_at=key.revoked_at,
     )

@@ -31,6 +31,7 @@ STATUS_BY_CODE = {
     "env_not_found": 404,
     "episode_not_found": 404,
     "run_not_found": 404,
+    "key_not_found": 404,
     "turn_mismatch": 409,
     "episode_done": 409,
     "episode_not_done": 409,

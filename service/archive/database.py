@@ -259,9 +259,7 @@ class Archive:
             run=run, total=total, limit=limit, offset=offset, episodes=episodes
         )
 
-    def transcripts(
-        self, run: str, filters: EpisodeFilter, *, tenant: str | None
-    ) -> Iterator[str]:
+    def transcripts(self, run: str, filters: EpisodeFilter, *, tenant: str | None) -> Iterator[str]:
         """JSON lines ``{"messages": [...]}``, one per matching episode of ``tenant``'s run
         (None: every tenant's), ending on the model's last message: a chat dataset for SFT."""
         query = _ordered(

@@ -25,7 +25,6 @@ from wander.service.errors import InvalidInput
 from wander.service.tenancy import (
     DEFAULT_QUOTAS,
     TENANT,
-    Principal,
     Quotas,
     Role,
     key_hash,
@@ -63,13 +62,6 @@ class StoredKey:
         """What the key may consume: its role's defaults with its overrides."""
         return DEFAULT_QUOTAS[self.role].updated(**self.quotas)
 
-    @property
-    def principal(self) -> Principal:
-        """The caller that presents this key."""
-        return Principal(
-            tenant=self.tenant, role=self.role, key_id=self.id, quotas=self.effective_quotas
-        )
-
 
 class KeyBook:
     """The API keys of the archive at ``archive`` (its engine, its error mapping: every
@@ -91,13 +83,13 @@ class KeyBook:
         ``quotas`` override the role's defaults (``DEFAULT_QUOTAS``); None lifts a limit.
 
         ``InvalidInput`` (naming the field) for a tenant that is not a tenant's name
-        (``TENANT``), a role that is not one, an empty or overlong name, a quota that
+        (``TENANT``), an empty or overlong name, a quota that
         ``Quotas`` does not have, or one that is not a non-negative number (a whole one
         for the quotas that count) or None."""
         key = StoredKey(
             id=KEY_ID_PREFIX + secrets.token_urlsafe(9),
             tenant=_checked_tenant(tenant),
-            role=_checked_role(role),
+            role=Role(role),
             name=_checked_name(name),
             quotas=_checked_quotas(quotas or {}),
             created_at=datetime.now(UTC),
@@ -177,13 +169,6 @@ def _checked_tenant(tenant: str) -> str:
             "'_.-', starting with a letter or a digit",
         )
     return tenant
-
-
-def _checked_role(role: str) -> Role:
-    try:
-        return Role(role)
-    except ValueError:
-        raise _invalid(["role"], f"{role!r} is not a role: one of {', '.join(Role)}") from None
 
 
 def _checked_name(name: str | None) -> str | None:

@@ -89,7 +89,7 @@ def db_downgrade(
     """Migrate the archive back to an earlier revision."""
     from wander.service.archive.migrations import downgrade
 
-    url = _existing_archive(database_url or service_settings().database_url)
+    url = existing_archive(database_url or service_settings().database_url)
     before = _revision(url)  # also: a database that cannot be reached ends here
     downgrade(url, revision)
     typer.echo(f"Archive {_safe(url)} is at revision {_revision(url)} (was {before})")
@@ -101,7 +101,7 @@ def db_current(database_url: DatabaseOption = None) -> None:
     archive, which is not the same as an archive at no revision (an empty database)."""
     from wander.service.archive.migrations import head_revision
 
-    url = _existing_archive(database_url or service_settings().database_url)
+    url = existing_archive(database_url or service_settings().database_url)
     typer.echo(f"{_safe(url)}: revision {_revision(url)} (latest {head_revision()})")
 
 
@@ -117,7 +117,7 @@ def _upgrade(url: str, revision: str = "head") -> None:
         typer.echo(f"Archive {_safe(url)} migrated from revision {before} to {after}")
 
 
-def _existing_archive(url: str) -> str:
+def existing_archive(url: str) -> str:
     """``url``, unless it names a SQLite file that does not exist: connecting to it would
     create it, so commands that only read or undo end here instead."""
     from sqlalchemy.engine import make_url
