@@ -29,7 +29,7 @@ from wander.client.models import (
     KeysResponse,
     Text,
 )
-from wander.service.api.deps import ArchiveDep, EngineDep
+from wander.service.api.deps import ArchiveDep, EngineDep, KeyringDep
 from wander.service.api.errors import ERROR_RESPONSES
 from wander.service.archive import KeyBook, StoredKey
 from wander.service.archiver import record_label
@@ -131,10 +131,13 @@ def create_key(request: CreateKeyRequest, archive: ArchiveDep) -> CreatedKey:
 def revoke_key(
     key_id: Annotated[Text, Path(max_length=200, description="The key's id (`key_…`).")],
     archive: ArchiveDep,
+    keyring: KeyringDep,
 ) -> Response:
-    """Revoke a key: from now on it is refused. Revoking a revoked key changes nothing."""
+    """Revoke a key: refused at once by this replica, and by the others within
+    ``WANDER_KEY_CACHE_SECONDS``. Revoking a revoked key changes nothing."""
     if KeyBook(archive).revoke(key_id) is None:
         raise KeyNotFound(f"no API key has the id {key_id!r}")
+    keyring.forget(key_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 from wander.service.archive import Archive
 from wander.service.catalog import Catalog
 from wander.service.engine import Engine
+from wander.service.keyring import Keyring
 
 
 def engine_of(request: Request) -> Engine:
@@ -30,6 +31,12 @@ async def get_archive(request: Request) -> Archive:
     return archive
 
 
+async def get_keyring(request: Request) -> Keyring:
+    keyring: Keyring = request.app.state.keyring
+    return keyring
+
+
 EngineDep = Annotated[Engine, Depends(get_engine)]
 CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 ArchiveDep = Annotated[Archive, Depends(get_archive)]
+KeyringDep = Annotated[Keyring, Depends(get_keyring)]

@@ -134,12 +134,6 @@ class KeyBook:
             row = connection.execute(query).first()
         return None if row is None else _stored(row)
 
-    def exists(self) -> bool:
-        """Whether any key was ever created, revoked ones included: a service with keys
-        stays closed when the last one is revoked, rather than opening to everyone."""
-        with self.archive.transaction() as connection:
-            return connection.execute(select(ApiKey.id).limit(1)).first() is not None
-
 
 _COLUMNS = [column for column in ApiKey.__table__.c if column.name != "hash"]
 """What a ``StoredKey`` is read from: never the hash, which nothing outside needs."""
