@@ -11,7 +11,7 @@ import redis
 
 from tests.helpers import logged
 from tests.poison import queue
-from wander.service.errors import StoreUnavailable
+from wander.service.errors import QuotaExceeded, StoreUnavailable
 from wander.service.settings import Settings
 from wander.service.store import EpisodeStore, Versioned, open_store
 from wander.service.store import memory as memory_store
@@ -74,6 +74,87 @@ async def test_live_episodes_count_until_they_finish_or_expire(store: EpisodeSto
     assert await store.live() == {"tictactoe": 1, "other": 0}
     await asyncio.sleep(1.2)
     assert await store.live() == {"tictactoe": 0, "other": 0}
+
+
+def documents(prefix: str, n: int) -> dict[str, bytes]:
+    return {f"{prefix}{i}": b"{}" for i in range(n)}
+
+
+async def test_a_tenants_quota_refuses_an_add_whole(store: EpisodeStore) -> None:
+    limits = {"max_live": 8, "max_metadata_bytes": 1000}
+    await store.add(documents("a", 3), "tictactoe", tenant="t", metadata_bytes=100, **limits)
+    await store.add(documents("b", 5), "tictactoe", tenant="t", metadata_bytes=10, **limits)
+    assert await store.tenant_usage("t") == (8, 350)
+    with pytest.raises(QuotaExceeded) as refused:
+        await store.add(documents("c", 1), "tictactoe", tenant="t", **limits)
+    assert refused.value.details == {
+        "quota": "live_episodes", "limit": 8, "used": 8, "requested": 1
+    }  # fmt: skip
+    assert await store.load("c0") is None
+    # Finishing one frees its slot and its bytes; then the bytes are the limit.
+    assert await store.replace("a0", 1, b"done", archive=b"record")
+    assert await store.tenant_usage("t") == (7, 250)
+    with pytest.raises(QuotaExceeded) as refused:
+        await store.add(documents("d", 1), "tictactoe", tenant="t", metadata_bytes=751, **limits)
+    assert refused.value.details == {
+        "quota": "metadata_bytes", "limit": 1000, "used": 250, "requested": 751
+    }  # fmt: skip
+    await store.add(documents("e", 1), "tictactoe", tenant="t", metadata_bytes=750, **limits)
+    assert await store.tenant_usage("t") == (8, 1000)
+    # Another tenant counts apart, and so does no tenant.
+    await store.add(documents("f", 4), "tictactoe", tenant="u", metadata_bytes=1, **limits)
+    await store.add(documents("g", 9), "tictactoe")
+    assert await store.tenant_usage("u") == (4, 4)
+    assert await store.tenant_usage("t") == (8, 1000)
+    assert await store.live() == {"tictactoe": 8 + 4 + 9}
+
+
+async def test_expired_episodes_free_their_tenants_quota(store: EpisodeStore) -> None:
+    await store.add(documents("a", 3), "tictactoe", tenant="t", metadata_bytes=7, max_live=3)
+    with pytest.raises(QuotaExceeded):
+        await store.add(documents("b", 1), "tictactoe", tenant="t", max_live=3)
+    await asyncio.sleep(2.3)  # the store's TTL is 2 s
+    await store.add(documents("b", 3), "tictactoe", tenant="t", max_live=3)
+    assert await store.tenant_usage("t") == (3, 0)
+
+
+async def test_concurrent_adds_never_pass_the_quota_together(store: EpisodeStore) -> None:
+    async def add(i: int) -> bool:
+        try:
+            await store.add(documents(f"x{i}-", 3), "tictactoe", tenant="t", max_live=20)
+        except QuotaExceeded:
+            return False
+        return True
+
+    added = await asyncio.gather(*(add(i) for i in range(30)))
+    assert sum(added) == 6
+    assert await store.tenant_usage("t") == (18, 0)
+
+
+async def test_a_token_bucket_takes_a_burst_then_refuses_until_it_refills(
+    store: EpisodeStore,
+) -> None:
+    taken = [await store.take("key-a", 10, 5) for _ in range(5)]
+    assert taken == [0.0] * 5
+    wait = await store.take("key-a", 10, 5)
+    assert 0.05 <= wait <= 0.1  # a token every 0.1 s
+    assert await store.take("key-b", 10, 5) == 0.0  # buckets are apart
+    await asyncio.sleep(wait + 0.01)
+    assert await store.take("key-a", 10, 5) == 0.0
+    assert await store.take("key-a", 10, 5) > 0
+
+
+async def test_an_episode_counted_by_the_previous_version_is_still_counted_out(
+    settings: Settings, store: EpisodeStore
+) -> None:
+    if not isinstance(store, RedisStore):
+        pytest.skip("the previous version's entries are Redis's")
+    await store.add({"old": b"{}"}, "tictactoe")
+    with redis.Redis.from_url(str(settings.redis_url)) as client:
+        key = store.key("old")  # written as that version did: the environment alone
+        assert client.hget(f"{settings.redis_prefix}live:env", key) == b"tictactoe"
+    assert await store.replace("old", 1, b"done", archive=b"record")
+    assert await store.live() == {"tictactoe": 0}
 
 
 async def taken(store: EpisodeStore, *records: bytes) -> list[str]:

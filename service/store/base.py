@@ -69,9 +69,36 @@ class EpisodeStore(ABC):
         self.ttl_seconds = ttl_seconds
 
     @abstractmethod
-    async def add(self, documents: Mapping[str, bytes], env: str) -> None:
+    async def add(
+        self,
+        documents: Mapping[str, bytes],
+        env: str,
+        *,
+        tenant: str | None = None,
+        metadata_bytes: int = 0,
+        max_live: int | None = None,
+        max_metadata_bytes: int | None = None,
+    ) -> None:
         """Store new episodes (id -> document) of environment ``env`` at version 1, all
-        or none. They count as live (``live``) until finished or forgotten."""
+        or none. They count as live (``live``) until finished or forgotten.
+
+        With ``tenant``, they also count towards that tenant's live episodes, each with
+        ``metadata_bytes`` of metadata (``tenant_usage``). With ``max_live`` or
+        ``max_metadata_bytes``, the check and the add are one atomic step, so that
+        replicas adding at once cannot pass the quota together: ``QuotaExceeded``, and
+        nothing added, when the tenant would then hold more. Episodes past their idle
+        expiry are counted out first (a bounded number per call), so that expiring
+        frees quota."""
+
+    @abstractmethod
+    async def tenant_usage(self, tenant: str) -> tuple[int, int]:
+        """The tenant's live episodes and the bytes of their metadata, now."""
+
+    @abstractmethod
+    async def take(self, bucket: str, rate: float, burst: int) -> float:
+        """Take one token from the token bucket ``bucket`` (refilled at ``rate`` a second
+        up to ``burst``, full at first): 0 when taken, else the seconds until one will
+        be there (nothing taken). Shared by every process using the store."""
 
     @abstractmethod
     async def load(self, episode_id: str, *, cached: bool = False) -> Versioned | None:

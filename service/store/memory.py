@@ -8,11 +8,12 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from cachetools import TTLCache
 
 from wander.service.store.base import DeadLetter, EpisodeStore, Pending, Versioned
+from wander.service.store.quotas import over_quota
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,19 @@ class _Episodes(TTLCache[str, Versioned]):
         return expired
 
 
+class _Live(NamedTuple):
+    """What a live episode counts towards."""
+
+    env: str
+    tenant: str | None
+    metadata_bytes: int
+
+
+class _Bucket(NamedTuple):
+    tokens: float
+    at: float
+
+
 class MemoryStore(EpisodeStore):
     """Episodes in a dict with idle expiry, and the archive backlog in an ordered dict.
 
@@ -52,20 +66,60 @@ class MemoryStore(EpisodeStore):
 
     def __init__(self, ttl_seconds: int) -> None:
         super().__init__(ttl_seconds)
-        self._live: dict[str, str] = {}
-        """The environment of each live episode."""
+        self._live: dict[str, _Live] = {}
+        """What each live episode counts towards."""
         self._live_count: Counter[str] = Counter()
+        self._tenant_count: Counter[str] = Counter()
+        self._tenant_bytes: Counter[str] = Counter()
+        self._buckets: dict[str, _Bucket] = {}
         self._items = _Episodes(ttl_seconds, self._forget)
         self._backlog: dict[str, bytes] = {}
         self._dead: dict[str, DeadLetter] = {}
         self._tokens = itertools.count()
         self._queued: list[Callable[[], object]] = []
 
-    async def add(self, documents: Mapping[str, bytes], env: str) -> None:
+    async def add(
+        self,
+        documents: Mapping[str, bytes],
+        env: str,
+        *,
+        tenant: str | None = None,
+        metadata_bytes: int = 0,
+        max_live: int | None = None,
+        max_metadata_bytes: int | None = None,
+    ) -> None:
+        if tenant is not None:
+            self._items.expire()
+            refusal = over_quota(
+                len(documents), metadata_bytes, self._tenant_count[tenant],
+                self._tenant_bytes[tenant], max_live, max_metadata_bytes,
+            )  # fmt: skip
+            if refusal is not None:
+                raise refusal
+        live = _Live(env, tenant, metadata_bytes if tenant is not None else 0)
         for episode_id, data in documents.items():
             self._items[episode_id] = Versioned(data, 1)
-            self._live[episode_id] = env
+            self._live[episode_id] = live
         self._live_count[env] += len(documents)
+        if tenant is not None:
+            self._tenant_count[tenant] += len(documents)
+            self._tenant_bytes[tenant] += len(documents) * live.metadata_bytes
+
+    async def tenant_usage(self, tenant: str) -> tuple[int, int]:
+        self._items.expire()
+        return self._tenant_count[tenant], self._tenant_bytes[tenant]
+
+    async def take(self, bucket: str, rate: float, burst: int) -> float:
+        now = time.monotonic()
+        tokens, at = self._buckets.get(bucket, _Bucket(burst, now))
+        tokens = min(burst, tokens + (now - at) * rate)
+        wait = 0.0
+        if tokens >= 1:
+            tokens -= 1
+        else:
+            wait = (1 - tokens) / rate
+        self._buckets[bucket] = _Bucket(tokens, now)
+        return wait
 
     async def load(self, episode_id: str, *, cached: bool = False) -> Versioned | None:
         item = self._items.get(episode_id)
@@ -87,9 +141,12 @@ class MemoryStore(EpisodeStore):
 
     def _forget(self, episode_id: str) -> None:
         """The episode is live no more: finished, or expired."""
-        env = self._live.pop(episode_id, None)
-        if env is not None:
-            self._live_count[env] -= 1
+        live = self._live.pop(episode_id, None)
+        if live is not None:
+            self._live_count[live.env] -= 1
+            if live.tenant is not None:
+                self._tenant_count[live.tenant] -= 1
+                self._tenant_bytes[live.tenant] -= live.metadata_bytes
 
     async def live(self) -> dict[str, int]:
         self._items.expire()
@@ -160,3 +217,6 @@ class MemoryStore(EpisodeStore):
         self._items.clear()
         self._live.clear()
         self._live_count.clear()
+        self._tenant_count.clear()
+        self._tenant_bytes.clear()
+        self._buckets.clear()

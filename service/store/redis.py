@@ -24,7 +24,14 @@ the sorted set ``{prefix}live`` holds each live episode's key by the earliest ti
 expire (``{prefix}live:env`` its environment), and counting looks only at those past
 theirs: an episode Redis forgot is counted out, one still there (its TTL was refreshed)
 is looked at again when its TTL now ends. Finishing takes an episode out in the write
-that queues its record.
+that queues its record. An episode of a tenant also counts in ``{prefix}live:tenant``
+(episodes by tenant) and ``{prefix}live:bytes`` (their metadata bytes, by tenant), its
+``live:env`` entry saying ``env \x1f tenant \x1f bytes``; its add is a script of its
+own, which counts out expired episodes, checks the tenant's quotas and adds, or refuses
+the whole request, in one atomic step.
+
+Each API key's rate limit is a token bucket, the hash ``{prefix}rate:{key id}`` (tokens,
+time of the last refill by Redis's clock), which expires once it would be full again.
 
 Dead letters are the stream ``{prefix}archive:dead``, entries ``d`` (the record), ``e``
 (the error) and ``t`` (Unix time); a script moves a record between the two streams
@@ -56,6 +63,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from wander.service.errors import StoreUnavailable
 from wander.service.store.base import DeadLetter, EpisodeStore, Pending, Versioned, Write
 from wander.service.store.coalesce import Coalescer
+from wander.service.store.quotas import quota_exceeded
 
 _NOW_MS = """
 local clock = redis.call('TIME')
@@ -67,8 +75,8 @@ _ADD_MANY = (
     _NOW_MS
     + """
 local ttl = tonumber(ARGV[1])
-for i = 4, #KEYS do
-  local env, data = ARGV[2 * i - 6], ARGV[2 * i - 5]
+for i = 6, #KEYS do
+  local env, data = ARGV[2 * i - 10], ARGV[2 * i - 9]
   redis.call('HSET', KEYS[i], 'v', 1, 'd', data)
   redis.call('EXPIRE', KEYS[i], ttl)
   if redis.call('ZADD', KEYS[1], 'NX', now + ttl * 1000, KEYS[i]) == 1 then
@@ -78,9 +86,9 @@ for i = 4, #KEYS do
 end
 """
 )
-"""New episodes: ``KEYS`` the live index, the live episodes' environments and counts, then
-the episodes; ``ARGV`` the TTL, then (environment, document) per episode. Run twice (a
-retry after a lost reply), it counts each episode once."""
+"""New episodes of no tenant: ``KEYS`` the five live keys, then the episodes; ``ARGV`` the
+TTL, then (environment, document) per episode. Run twice (a retry after a lost reply), it
+counts each episode once."""
 
 _LOAD_MANY = """
 local ttl = ARGV[1]
@@ -98,14 +106,114 @@ return found
 _NOT_LIVE = """
 local function not_live(key)
   if redis.call('ZREM', KEYS[LIVE], key) == 1 then
-    local env = redis.call('HGET', KEYS[LIVE + 1], key)
+    local entry = redis.call('HGET', KEYS[LIVE + 1], key)
     redis.call('HDEL', KEYS[LIVE + 1], key)
-    if env then redis.call('HINCRBY', KEYS[LIVE + 2], env, -1) end
+    if entry then
+      local env, tenant, size = string.match(entry, '^(.*)\31(.*)\31(%d+)$')
+      if env then
+        redis.call('HINCRBY', KEYS[LIVE + 3], tenant, -1)
+        redis.call('HINCRBY', KEYS[LIVE + 4], tenant, 0 - tonumber(size))  -- never '-0'
+      else
+        env = entry
+      end
+      redis.call('HINCRBY', KEYS[LIVE + 2], env, -1)
+    end
   end
 end
+local function count_out_expired(limit)
+  local due = redis.call('ZRANGEBYSCORE', KEYS[LIVE], '-inf', now, 'LIMIT', 0, limit)
+  for _, key in ipairs(due) do
+    local left = redis.call('PTTL', key)
+    if left == -2 then
+      not_live(key)
+    else
+      redis.call('ZADD', KEYS[LIVE], 'XX', now + math.max(left, 1000), key)
+    end
+  end
+  return #due
+end
 """
-"""Lua: ``not_live(key)`` takes the episode out of the live index and its environment's
-count, once (whoever removes it from the index counts it out)."""
+"""Lua, on the five live keys from ``KEYS[LIVE]`` (the index, each episode's entry, the
+counts by environment, by tenant, the metadata bytes by tenant): ``not_live(key)`` takes
+the episode out of the index and its counts, once (whoever removes it from the index
+counts it out); ``count_out_expired(limit)`` looks at up to ``limit`` episodes past their
+first possible expiry (it needs ``now``), counting out those Redis has forgotten and
+looking again at the others when their current TTL ends. An entry is the environment,
+or ``env \x1f tenant \x1f metadata bytes`` for an episode of a tenant."""
+
+_ADD_TENANT = (
+    "local LIVE = 1\n"
+    + _NOW_MS
+    + _NOT_LIVE
+    + """
+local ttl, env, tenant, size = tonumber(ARGV[1]), ARGV[2], ARGV[3], tonumber(ARGV[4])
+local max_live, max_bytes = tonumber(ARGV[5]), tonumber(ARGV[6])
+count_out_expired(tonumber(ARGV[7]))
+local n = #KEYS - 5
+local live = tonumber(redis.call('HGET', KEYS[4], tenant) or '0')
+local used = tonumber(redis.call('HGET', KEYS[5], tenant) or '0')
+if max_live >= 0 and live + n > max_live then
+  return {'live_episodes', max_live, live, n}
+end
+if max_bytes >= 0 and size > 0 and used + n * size > max_bytes then
+  return {'metadata_bytes', max_bytes, used, n * size}
+end
+local entry = env .. '\31' .. tenant .. '\31' .. size
+for i = 6, #KEYS do
+  redis.call('HSET', KEYS[i], 'v', 1, 'd', ARGV[i + 2])
+  redis.call('EXPIRE', KEYS[i], ttl)
+  if redis.call('ZADD', KEYS[1], 'NX', now + ttl * 1000, KEYS[i]) == 1 then
+    redis.call('HSET', KEYS[2], KEYS[i], entry)
+    redis.call('HINCRBY', KEYS[3], env, 1)
+    redis.call('HINCRBY', KEYS[4], tenant, 1)
+    redis.call('HINCRBY', KEYS[5], tenant, size)
+  end
+end
+return false
+"""
+)
+"""New episodes of a tenant, within its quotas: ``KEYS`` the five live keys, then the
+episodes; ``ARGV`` the TTL, the environment, the tenant, the metadata bytes of each, the
+most live episodes and metadata bytes (-1: no limit), how many expired episodes to count
+out first, then the documents. Replies nil when added, or (quota, limit, used, requested)
+when refused, with nothing written."""
+
+_USAGE = (
+    "local LIVE = 1\n"
+    + _NOW_MS
+    + _NOT_LIVE
+    + """
+local looked_at = count_out_expired(tonumber(ARGV[2]))
+return {looked_at, redis.call('HGET', KEYS[4], ARGV[1]) or 0,
+        redis.call('HGET', KEYS[5], ARGV[1]) or 0}
+"""
+)
+"""A tenant's usage: ``KEYS`` the five live keys; ``ARGV`` the tenant, how many expired
+episodes to count out first. Replies how many were looked at, its episodes, its bytes."""
+
+_TAKE = (
+    _NOW_MS
+    + """
+local rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
+local bucket = redis.call('HMGET', KEYS[1], 't', 'a')
+local tokens, at = tonumber(bucket[1]), tonumber(bucket[2])
+if not tokens then tokens, at = burst, now end
+tokens = math.min(burst, tokens + math.max(now - at, 0) * rate / 1000)
+local wait = 0
+if tokens >= 1 then
+  tokens = tokens - 1
+else
+  wait = math.ceil((1 - tokens) * 1000 / rate)
+end
+redis.call('HSET', KEYS[1], 't', string.format('%.6f', tokens), 'a', now)
+redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
+return wait
+"""
+)
+"""A token bucket: ``KEYS`` the bucket; ``ARGV`` its rate (a second) and size. Replies 0 when
+a token was taken, else the milliseconds until one will be there. Tokens are written as
+text: Redis would truncate a Lua number to an integer. The bucket expires once it would
+be full again, so an idle key leaves nothing behind."""
 
 _REPLACE_MANY = (
     "local LIVE = 2\n"
@@ -113,8 +221,8 @@ _REPLACE_MANY = (
     + """
 local ttl = ARGV[1]
 local written = {}
-for i = 5, #KEYS do
-  local version, data, archive = ARGV[3 * i - 13], ARGV[3 * i - 12], ARGV[3 * i - 11]
+for i = 7, #KEYS do
+  local version, data, archive = ARGV[3 * i - 19], ARGV[3 * i - 18], ARGV[3 * i - 17]
   local stored = redis.call('HGET', KEYS[i], 'v')
   if stored and tonumber(stored) == tonumber(version) then
     redis.call('HSET', KEYS[i], 'v', tonumber(stored) + 1, 'd', data)
@@ -123,40 +231,30 @@ for i = 5, #KEYS do
       redis.call('XADD', KEYS[1], '*', 'd', archive)
       not_live(KEYS[i])
     end
-    written[i - 4] = 1
+    written[i - 6] = 1
   else
-    written[i - 4] = 0
+    written[i - 6] = 0
   end
 end
 return written
 """
 )
-"""Compare-and-sets: ``KEYS`` = the archive stream, the live index, environments and
-counts, then the episodes; ``ARGV`` = the TTL, then (version, document, archive record or
-'') per episode; a reply of 1 (written) or 0. A write that queues a record finishes its
-episode: it is live no more."""
+"""Compare-and-sets: ``KEYS`` = the archive stream, the five live keys, then the
+episodes; ``ARGV`` = the TTL, then (version, document, archive record or '') per episode;
+a reply of 1 (written) or 0. A write that queues a record finishes its episode: it is
+live no more."""
 
 _LIVE = (
     "local LIVE = 1\n"
     + _NOW_MS
     + _NOT_LIVE
     + """
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[1])
-for _, key in ipairs(due) do
-  local left = redis.call('PTTL', key)
-  if left == -2 then
-    not_live(key)
-  else
-    redis.call('ZADD', KEYS[1], 'XX', now + math.max(left, 1000), key)
-  end
-end
-return {#due, redis.call('HGETALL', KEYS[3])}
+return {count_out_expired(tonumber(ARGV[1])), redis.call('HGETALL', KEYS[3])}
 """
 )
-"""Count the live episodes: ``KEYS`` the live index, environments and counts; ``ARGV`` how
-many episodes past their first possible expiry to look at. Each is counted out if Redis
-has forgotten it, or else looked at again when its current TTL ends (reads and writes
-refresh the TTL, not the index). Replies how many were looked at, and the counts."""
+"""Count the live episodes: ``KEYS`` the five live keys; ``ARGV`` how many episodes past
+their first possible expiry to look at (reads and writes refresh the TTL, not the index).
+Replies how many were looked at, and the counts by environment."""
 
 _LEAVE_GROUP = """
 if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) == 0 then
@@ -234,7 +332,10 @@ class RedisStore(EpisodeStore):
         self._prefix = prefix
         self._stream = f"{prefix}archive"
         self._dead = f"{prefix}archive:dead"
-        self._live_keys = [f"{prefix}live", f"{prefix}live:env", f"{prefix}live:count"]
+        self._live_keys = [
+            f"{prefix}live", f"{prefix}live:env", f"{prefix}live:count",
+            f"{prefix}live:tenant", f"{prefix}live:bytes",
+        ]  # fmt: skip
         self._consumer = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self._claim_after_ms = int(claim_after_seconds * 1000)
         self._group_ready = False
@@ -246,6 +347,9 @@ class RedisStore(EpisodeStore):
         self._retry_script = client.register_script(_RETRY_DEAD)
         self._drop_script = client.register_script(_DROP_DEAD)
         self._live_script = client.register_script(_LIVE)
+        self._add_tenant_script = client.register_script(_ADD_TENANT)
+        self._usage_script = client.register_script(_USAGE)
+        self._take_script = client.register_script(_TAKE)
         self._adds = Coalescer(self._add_all)
         self._loads = Coalescer(self._load_all)
         self._writes = Coalescer(self._replace_all)
@@ -274,8 +378,50 @@ class RedisStore(EpisodeStore):
     def key(self, episode_id: str) -> str:
         return f"{self._prefix}episode:{episode_id}"
 
-    async def add(self, documents: Mapping[str, bytes], env: str) -> None:
-        await self._adds([(episode_id, env, data) for episode_id, data in documents.items()])
+    async def add(
+        self,
+        documents: Mapping[str, bytes],
+        env: str,
+        *,
+        tenant: str | None = None,
+        metadata_bytes: int = 0,
+        max_live: int | None = None,
+        max_metadata_bytes: int | None = None,
+    ) -> None:
+        if tenant is None:  # many requests' adds in one script call
+            await self._adds([(episode_id, env, data) for episode_id, data in documents.items()])
+            return
+        # One script call per request: its quota check and its add are one atomic step.
+        args: list[Any] = [
+            self.ttl_seconds, env, tenant, metadata_bytes,
+            -1 if max_live is None else max_live,
+            -1 if max_metadata_bytes is None else max_metadata_bytes,
+            LIVE_CHECKS, *documents.values(),
+        ]  # fmt: skip
+        async with self._available():
+            refused = await self._add_tenant_script(
+                keys=[*self._live_keys, *(self.key(episode_id) for episode_id in documents)],
+                args=args,
+            )
+        if refused:
+            quota, limit, used, requested = refused
+            raise quota_exceeded(_text(quota), int(limit), int(used), int(requested))
+
+    async def tenant_usage(self, tenant: str) -> tuple[int, int]:
+        while True:
+            async with self._available():
+                looked_at, live, used = await self._usage_script(
+                    keys=self._live_keys, args=[tenant, LIVE_CHECKS]
+                )
+            if looked_at < LIVE_CHECKS:
+                return int(live), int(used)
+
+    async def take(self, bucket: str, rate: float, burst: int) -> float:
+        async with self._available():
+            wait_ms = await self._take_script(
+                keys=[f"{self._prefix}rate:{bucket}"], args=[repr(float(rate)), burst]
+            )
+        return int(wait_ms) / 1000
 
     async def load(self, episode_id: str, *, cached: bool = False) -> Versioned | None:
         return (await self.load_many([episode_id], cached=cached))[0]
