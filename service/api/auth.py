@@ -58,7 +58,9 @@ CHALLENGE = {"WWW-Authenticate": 'Bearer realm="wander"'}
 
 
 def principal_of(scope: Any) -> Principal:
-    """The principal of a request (its scope, or a ``Request``/``WebSocket``)."""
+    """The principal of a request (its scope, or a ``Request``/``WebSocket``). An app
+    that includes Wander's routers in its own must add ``AuthMiddleware`` too: without
+    it this fails (a 500), rather than let the request through as anyone."""
     principal: Principal = (scope if isinstance(scope, dict) else scope.scope)[PRINCIPAL]
     return principal
 
