@@ -98,11 +98,11 @@ class MemoryStore(EpisodeStore):
             return
         self._items.expire()  # expired episodes give their quota back first
         new = [episode_id for episode_id in documents if episode_id not in self._live]
+        new_bytes = len(new) * metadata_bytes
         if tenant is not None:
-            live, held_bytes = self._usage(tenant)
-            new_bytes = len(new) * metadata_bytes
-            if max_live is not None and live + len(new) > max_live:
-                raise quota_exceeded(tenant, "live_episodes", max_live, live, len(new))
+            held_live, held_bytes = self._usage(tenant)
+            if max_live is not None and held_live + len(new) > max_live:
+                raise quota_exceeded(tenant, "live_episodes", max_live, held_live, len(new))
             if max_metadata_bytes is not None and held_bytes + new_bytes > max_metadata_bytes:
                 raise quota_exceeded(
                     tenant, "metadata_bytes", max_metadata_bytes, held_bytes, new_bytes
@@ -113,9 +113,10 @@ class MemoryStore(EpisodeStore):
         for episode_id in new:
             self._live[episode_id] = live
         self._live_count[env] += len(new)
-        if tenant is not None:
+        if tenant is not None and new:
             self._tenant_live[tenant] += len(new)
-            self._tenant_bytes[tenant] += len(new) * metadata_bytes
+            if new_bytes:
+                self._tenant_bytes[tenant] += new_bytes
 
     async def tenant_usage(self, tenant: str) -> Usage:
         self._items.expire()

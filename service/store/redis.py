@@ -26,6 +26,20 @@ theirs: an episode Redis forgot is counted out, one still there (its TTL was ref
 is looked at again when its TTL now ends. Finishing takes an episode out in the write
 that queues its record.
 
+A tenant's episodes are counted the same way, in the hashes ``{prefix}live:tenant`` (live
+episodes) and ``{prefix}live:bytes`` (their metadata bytes), tenant -> count, a tenant's
+field deleted at zero: their entry in ``live:env`` is ``env\ntenant\nbytes``, so that
+counting an episode out gives its tenant's quota back too (an entry of the environment
+alone, as the previous version wrote for every episode, is counted out as before). An add
+with limits checks them and writes in one script, after counting out expired episodes:
+replicas creating at once cannot pass a quota together. An older replica counts such an
+entry out under a wrong environment, and never out of its tenant: stop every replica of
+the previous version before any adds with a tenant.
+
+The request-rate bucket of ``take`` is the string ``{prefix}rate:{bucket}``: the time, in
+microseconds of the server's clock (replicas' clocks may disagree), at which the bucket is
+full again, expiring then, so that a bucket left alone leaves nothing behind.
+
 Dead letters are the stream ``{prefix}archive:dead``, entries ``d`` (the record), ``e``
 (the error) and ``t`` (Unix time); a script moves a record between the two streams
 in one step, so it is always in exactly one of them. The dead letters are kept
