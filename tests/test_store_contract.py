@@ -13,7 +13,7 @@ from tests.helpers import logged
 from tests.poison import queue
 from wander.service.errors import QuotaExceeded, StoreUnavailable
 from wander.service.settings import Settings
-from wander.service.store import EpisodeStore, Versioned, open_store
+from wander.service.store import EpisodeStore, Usage, Versioned, open_store
 from wander.service.store import memory as memory_store
 from wander.service.store.redis import RedisStore
 from wander.testing import free_port
@@ -76,85 +76,107 @@ async def test_live_episodes_count_until_they_finish_or_expire(store: EpisodeSto
     assert await store.live() == {"tictactoe": 0, "other": 0}
 
 
-def documents(prefix: str, n: int) -> dict[str, bytes]:
-    return {f"{prefix}{i}": b"{}" for i in range(n)}
+def episodes(*ids: str) -> dict[str, bytes]:
+    return {episode_id: b"{}" for episode_id in ids}
 
 
-async def test_a_tenants_quota_refuses_an_add_whole(store: EpisodeStore) -> None:
-    limits = {"max_live": 8, "max_metadata_bytes": 1000}
-    await store.add(documents("a", 3), "tictactoe", tenant="t", metadata_bytes=100, **limits)
-    await store.add(documents("b", 5), "tictactoe", tenant="t", metadata_bytes=10, **limits)
-    assert await store.tenant_usage("t") == (8, 350)
+async def test_a_quota_refuses_the_whole_add_and_writes_nothing(store: EpisodeStore) -> None:
+    await store.add(episodes("a", "b"), "tictactoe", tenant="t", metadata_bytes=10, max_live=5)
     with pytest.raises(QuotaExceeded) as refused:
-        await store.add(documents("c", 1), "tictactoe", tenant="t", **limits)
+        await store.add(episodes(*"cdefg"), "tictactoe", tenant="t", max_live=5)
+    assert refused.value.code == "quota_exceeded"
     assert refused.value.details == {
-        "quota": "live_episodes", "limit": 8, "used": 8, "requested": 1
+        "quota": "live_episodes", "limit": 5, "used": 2, "requested": 5
     }  # fmt: skip
-    assert await store.load("c0") is None
-    # Finishing one frees its slot and its bytes; then the bytes are the limit.
-    assert await store.replace("a0", 1, b"done", archive=b"record")
-    assert await store.tenant_usage("t") == (7, 250)
+    assert "at most 5 live episodes" in refused.value.message
+    assert await store.tenant_usage("t") == Usage(2, 20)
+    assert await store.load("c") is None
+    assert await store.live() == {"tictactoe": 2}
     with pytest.raises(QuotaExceeded) as refused:
-        await store.add(documents("d", 1), "tictactoe", tenant="t", metadata_bytes=751, **limits)
+        await store.add(
+            episodes("c", "d"), "tictactoe", tenant="t", metadata_bytes=15, max_metadata_bytes=49
+        )
     assert refused.value.details == {
-        "quota": "metadata_bytes", "limit": 1000, "used": 250, "requested": 751
+        "quota": "metadata_bytes", "limit": 49, "used": 20, "requested": 30
     }  # fmt: skip
-    await store.add(documents("e", 1), "tictactoe", tenant="t", metadata_bytes=750, **limits)
-    assert await store.tenant_usage("t") == (8, 1000)
-    # Another tenant counts apart, and so does no tenant.
-    await store.add(documents("f", 4), "tictactoe", tenant="u", metadata_bytes=1, **limits)
-    await store.add(documents("g", 9), "tictactoe")
-    assert await store.tenant_usage("u") == (4, 4)
-    assert await store.tenant_usage("t") == (8, 1000)
-    assert await store.live() == {"tictactoe": 8 + 4 + 9}
+    await store.add(episodes(*"cde"), "tictactoe", tenant="t", metadata_bytes=1, max_live=5)
+    assert await store.tenant_usage("t") == Usage(5, 23)
+    assert await store.load("e") == Versioned(b"{}", 1)
 
 
-async def test_expired_episodes_free_their_tenants_quota(store: EpisodeStore) -> None:
-    await store.add(documents("a", 3), "tictactoe", tenant="t", metadata_bytes=7, max_live=3)
+async def test_finishing_an_episode_gives_its_quota_back(store: EpisodeStore) -> None:
+    quota = {"tenant": "t", "metadata_bytes": 100, "max_live": 2, "max_metadata_bytes": 200}
+    await store.add(episodes("a", "b"), "tictactoe", **quota)
+    assert await store.replace("a", 1, b"going on")  # no record: still live
     with pytest.raises(QuotaExceeded):
-        await store.add(documents("b", 1), "tictactoe", tenant="t", max_live=3)
-    await asyncio.sleep(2.3)  # the store's TTL is 2 s
-    await store.add(documents("b", 3), "tictactoe", tenant="t", max_live=3)
-    assert await store.tenant_usage("t") == (3, 0)
+        await store.add(episodes("c"), "tictactoe", **quota)
+    assert await store.replace("a", 2, b"done", archive=b"record")
+    assert await store.tenant_usage("t") == Usage(1, 100)
+    await store.add(episodes("c"), "tictactoe", **quota)
+    assert await store.tenant_usage("t") == Usage(2, 200)
 
 
-async def test_concurrent_adds_never_pass_the_quota_together(store: EpisodeStore) -> None:
-    async def add(i: int) -> bool:
+async def test_expired_episodes_give_their_quota_back(store: EpisodeStore) -> None:
+    await store.add(episodes("idle", "used"), "tictactoe", tenant="t", metadata_bytes=7)
+    await asyncio.sleep(1.2)
+    assert await store.load("used") is not None  # refreshes its TTL, not "idle"'s
+    await asyncio.sleep(1.2)
+    # No usage read first: the add itself counts "idle" out before deciding.
+    await store.add(episodes("new"), "tictactoe", tenant="t", metadata_bytes=7, max_live=2)
+    assert await store.tenant_usage("t") == Usage(2, 14)
+    await asyncio.sleep(2.4)
+    assert await store.tenant_usage("t") == Usage(0, 0)
+    assert await store.live() == {"tictactoe": 0}
+
+
+async def test_tenants_are_counted_apart(store: EpisodeStore) -> None:
+    await store.add(episodes("a1", "a2"), "tictactoe", tenant="a", metadata_bytes=1, max_live=2)
+    await store.add(episodes("b1", "b2"), "other", tenant="b", metadata_bytes=2, max_live=2)
+    await store.add(episodes("open"), "tictactoe")  # no tenant: counted by nobody
+    with pytest.raises(QuotaExceeded):
+        await store.add(episodes("a3"), "tictactoe", tenant="a", max_live=2)
+    assert await store.tenant_usage("a") == Usage(2, 2)
+    assert await store.tenant_usage("b") == Usage(2, 4)
+    assert await store.tenant_usage("nobody") == Usage(0, 0)
+    assert await store.live() == {"tictactoe": 3, "other": 2}
+    assert await store.replace("b1", 1, b"done", archive=b"record")
+    assert await store.tenant_usage("a") == Usage(2, 2)
+    assert await store.tenant_usage("b") == Usage(1, 2)
+
+
+async def test_concurrent_adds_never_pass_a_quota_together(store: EpisodeStore) -> None:
+    async def create(i: int) -> bool:
         try:
-            await store.add(documents(f"x{i}-", 3), "tictactoe", tenant="t", max_live=20)
+            await store.add(episodes(f"e{i}"), "tictactoe", tenant="t", max_live=10)
         except QuotaExceeded:
             return False
         return True
 
-    added = await asyncio.gather(*(add(i) for i in range(30)))
-    assert sum(added) == 6
-    assert await store.tenant_usage("t") == (18, 0)
+    created = await asyncio.gather(*(create(i) for i in range(40)))
+    assert sum(created) == 10
+    assert await store.tenant_usage("t") == Usage(10, 0)
 
 
-async def test_a_token_bucket_takes_a_burst_then_refuses_until_it_refills(
-    store: EpisodeStore,
-) -> None:
-    taken = [await store.take("key-a", 10, 5) for _ in range(5)]
-    assert taken == [0.0] * 5
-    wait = await store.take("key-a", 10, 5)
-    assert 0.05 <= wait <= 0.1  # a token every 0.1 s
-    assert await store.take("key-b", 10, 5) == 0.0  # buckets are apart
-    await asyncio.sleep(wait + 0.01)
-    assert await store.take("key-a", 10, 5) == 0.0
-    assert await store.take("key-a", 10, 5) > 0
+async def test_limits_need_a_tenant(store: EpisodeStore) -> None:
+    with pytest.raises(ValueError, match="needs a tenant"):
+        await store.add(episodes("a"), "tictactoe", max_live=1)
+    assert await store.load("a") is None
 
 
-async def test_an_episode_counted_by_the_previous_version_is_still_counted_out(
-    settings: Settings, store: EpisodeStore
-) -> None:
-    if not isinstance(store, RedisStore):
-        pytest.skip("the previous version's entries are Redis's")
-    await store.add({"old": b"{}"}, "tictactoe")
-    with redis.Redis.from_url(str(settings.redis_url)) as client:
-        key = store.key("old")  # written as that version did: the environment alone
-        assert client.hget(f"{settings.redis_prefix}live:env", key) == b"tictactoe"
-    assert await store.replace("old", 1, b"done", archive=b"record")
-    assert await store.live() == {"tictactoe": 0}
+async def test_a_bucket_gives_its_burst_then_a_token_per_interval(store: EpisodeStore) -> None:
+    assert [await store.take("k", rate=10, burst=3) for _ in range(3)] == [0.0] * 3
+    wait = await store.take("k", rate=10, burst=3)
+    assert 0.05 < wait <= 0.1  # the next token, 1/rate after the first was taken
+    assert 0 < await store.take("k", rate=10, burst=3) <= wait  # a refusal takes nothing
+    assert await store.take("other", rate=10, burst=3) == 0.0  # buckets are apart
+    await asyncio.sleep(wait)
+    assert await store.take("k", rate=10, burst=3) == 0.0
+    assert await store.take("k", rate=10, burst=3) > 0
+    await asyncio.sleep(0.5)  # 5 tokens' time, but the bucket holds no more than 3
+    assert [await store.take("k", rate=10, burst=3) for _ in range(3)] == [0.0] * 3
+    assert await store.take("k", rate=10, burst=3) > 0.05
+    with pytest.raises(ValueError, match="rate > 0"):
+        await store.take("k", rate=0, burst=3)
 
 
 async def taken(store: EpisodeStore, *records: bytes) -> list[str]:
@@ -289,3 +311,53 @@ async def test_a_redis_store_leaves_the_archivers_group_unless_it_holds_records(
     successor = RedisStore.from_url(redis_url, 60, redis_prefix, claim_after_seconds=0)
     assert [item.data for item in await successor.pending(10)] == [b"record"]
     await successor.aclose()
+
+
+async def test_redis_counts_out_live_entries_written_before_tenants(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """The previous version recorded an episode's environment alone in ``live:env``; such
+    an entry is still counted out, by the write that finishes it or once it expires,
+    beside the newer entries of tenants' episodes, and each leaves nothing behind."""
+    store = RedisStore.from_url(redis_url, 60, redis_prefix)
+    client = redis.Redis.from_url(redis_url)
+    now_ms = int(time.time() * 1000)
+    for episode_id, ttl_ms in (("old-done", 60_000), ("old-idle", 300)):
+        key = store.key(episode_id)
+        client.hset(key, mapping={"v": 1, "d": b"{}"})
+        client.pexpire(key, ttl_ms)
+        client.zadd(f"{redis_prefix}live", {key: now_ms + ttl_ms})
+        client.hset(f"{redis_prefix}live:env", key, "tictactoe")
+        client.hincrby(f"{redis_prefix}live:count", "tictactoe", 1)
+    await store.add(episodes("new"), "tictactoe", tenant="t", metadata_bytes=5, max_live=1)
+    assert await store.live() == {"tictactoe": 3}
+    assert await store.replace("old-done", 1, b"done", archive=b"record")
+    await asyncio.sleep(0.5)
+    assert await store.live() == {"tictactoe": 1}
+    assert await store.tenant_usage("t") == Usage(1, 5)
+    assert await store.replace("new", 1, b"done", archive=b"record")
+    assert await store.live() == {"tictactoe": 0}
+    for kind in ("env", "tenant", "bytes"):
+        assert client.hlen(f"{redis_prefix}live:{kind}") == 0
+    assert client.zcard(f"{redis_prefix}live") == 0
+    await store.aclose()
+
+
+async def test_redis_replicas_share_quotas_and_buckets(redis_url: str, redis_prefix: str) -> None:
+    replicas = [RedisStore.from_url(redis_url, 60, redis_prefix) for _ in range(2)]
+
+    async def create(i: int) -> bool:
+        try:
+            await replicas[i % 2].add(episodes(f"e{i}"), "tictactoe", tenant="t", max_live=7)
+        except QuotaExceeded:
+            return False
+        return True
+
+    assert sum(await asyncio.gather(*(create(i) for i in range(30)))) == 7
+    takes = [await replicas[i % 2].take("key", rate=2, burst=4) for i in range(5)]
+    assert takes[:4] == [0.0] * 4
+    assert 0.4 < takes[4] <= 0.5
+    left_ms = redis.Redis.from_url(redis_url).pttl(f"{redis_prefix}rate:key")
+    assert 1500 < left_ms <= 2000  # forgotten once full again: 4 tokens at 2 a second
+    for replica in replicas:
+        await replica.aclose()

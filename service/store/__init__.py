@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 from wander.service.settings import Settings
-from wander.service.store.base import DeadLetter, EpisodeStore, Pending, Versioned
+from wander.service.store.base import DeadLetter, EpisodeStore, Pending, Usage, Versioned
 from wander.service.store.memory import MemoryStore
 
-__all__ = ["DeadLetter", "EpisodeStore", "MemoryStore", "Pending", "Versioned", "open_store"]
+__all__ = [
+    "DeadLetter",
+    "EpisodeStore",
+    "MemoryStore",
+    "Pending",
+    "Usage",
+    "Versioned",
+    "open_store",
+]
 
 
 def open_store(settings: Settings) -> EpisodeStore:

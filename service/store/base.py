@@ -16,6 +16,11 @@ A record the database refuses for good is moved, in one atomic operation, from
 the backlog to the store's dead letters, with the error and the time: it stops
 blocking the records behind it, and stays, visible, until an operator moves it
 back to the backlog (after fixing the cause) or drops it.
+
+The store also keeps what quotas are checked against, since every replica must see
+the same figures: each tenant's live episodes and the metadata bytes they hold (counted
+with the live episodes, so that an episode that expires gives its quota back), and the
+request-rate buckets of the keys.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
+
+from wander.service.errors import QuotaExceeded
 
 
 class Versioned(NamedTuple):
@@ -59,6 +66,13 @@ class DeadLetter(NamedTuple):
     """When it was set aside (Unix time)."""
 
 
+class Usage(NamedTuple):
+    """What a tenant holds now: its live episodes and their metadata bytes."""
+
+    live_episodes: int
+    metadata_bytes: int
+
+
 class EpisodeStore(ABC):
     """Where episodes live while they are played."""
 
@@ -82,23 +96,18 @@ class EpisodeStore(ABC):
         """Store new episodes (id -> document) of environment ``env`` at version 1, all
         or none. They count as live (``live``) until finished or forgotten.
 
-        With ``tenant``, they also count towards that tenant's live episodes, each with
-        ``metadata_bytes`` of metadata (``tenant_usage``). With ``max_live`` or
-        ``max_metadata_bytes``, the check and the add are one atomic step, so that
-        replicas adding at once cannot pass the quota together: ``QuotaExceeded``, and
-        nothing added, when the tenant would then hold more. Episodes past their idle
-        expiry are counted out first (a bounded number per call), so that expiring
-        frees quota."""
+        With ``tenant`` they also count toward that tenant's ``tenant_usage``, each with
+        ``metadata_bytes``, for as long as they are live. With ``max_live`` or
+        ``max_metadata_bytes`` (which need a ``tenant``), the episodes are added only if
+        the tenant then holds no more than that, in one atomic step with the check, so
+        that concurrent adds on many replicas never pass a quota together; else
+        ``QuotaExceeded`` and nothing is written. Expired episodes are counted out
+        before deciding: they give their quota back."""
 
     @abstractmethod
-    async def tenant_usage(self, tenant: str) -> tuple[int, int]:
-        """The tenant's live episodes and the bytes of their metadata, now."""
-
-    @abstractmethod
-    async def take(self, bucket: str, rate: float, burst: int) -> float:
-        """Take one token from the token bucket ``bucket`` (refilled at ``rate`` a second
-        up to ``burst``, full at first): 0 when taken, else the seconds until one will
-        be there (nothing taken). Shared by every process using the store."""
+    async def tenant_usage(self, tenant: str) -> Usage:
+        """The tenant's live episodes and their metadata bytes now (expired ones counted
+        out), as ``add`` checks them."""
 
     @abstractmethod
     async def load(self, episode_id: str, *, cached: bool = False) -> Versioned | None:
@@ -143,6 +152,18 @@ class EpisodeStore(ABC):
 
         Kept by the store, not counted by the process: an episode that expires has no
         request, and no process, to count it out (the gauge used to keep them for ever)."""
+
+    @abstractmethod
+    async def take(self, bucket: str, rate: float, burst: int) -> float:
+        """Take one token from the bucket named ``bucket``, shared by every process and
+        replica: it refills at ``rate`` tokens a second (> 0) up to ``burst`` (>= 1), and
+        starts full. 0.0 if a token was taken, else the seconds until one will be there
+        (and nothing is taken). A bucket left alone until it is full again is forgotten.
+
+        Both stores keep a bucket as one number, the time at which it will be full again
+        (the generic cell rate algorithm): each token taken pushes it ``1 / rate`` later,
+        and a token is there as long as that time is at most ``(burst - 1) / rate`` away.
+        That is one read and one write per call, and the bucket expires when full."""
 
     @abstractmethod
     async def pending(self, count: int) -> list[Pending]:
@@ -196,3 +217,31 @@ class EpisodeStore(ABC):
     @abstractmethod
     async def aclose(self) -> None:
         """Release connections."""
+
+
+def check_limits(tenant: str | None, max_live: int | None, max_metadata_bytes: int | None) -> None:
+    """Refuse limits without a tenant: there would be nobody to count them against."""
+    if tenant is None and (max_live is not None or max_metadata_bytes is not None):
+        raise ValueError("a quota on live episodes or metadata needs a tenant")
+
+
+def quota_exceeded(tenant: str, quota: str, limit: int, used: int, requested: int) -> QuotaExceeded:
+    """The error of an ``add`` that would take ``tenant`` past ``quota``
+    (``live_episodes`` or ``metadata_bytes``)."""
+    what = "live episodes" if quota == "live_episodes" else "bytes of metadata in live episodes"
+    return QuotaExceeded(
+        f"tenant {tenant!r} may hold at most {limit} {what}; it holds {used} and this request "
+        f"adds {requested}: finish or delete episodes first",
+        {"quota": quota, "limit": limit, "used": used, "requested": requested},
+    )
+
+
+def bucket_interval(rate: float, burst: int) -> int:
+    """Microseconds between two tokens of a bucket (``take``), once its arguments are checked.
+
+    Both stores count a bucket in whole microseconds, which Redis's Lua numbers (doubles)
+    hold exactly for today's times; rounding the interval makes a rate of more than
+    10,000 a second up to 0.5% off, and leaves lower ones as they are within 0.005%."""
+    if not rate > 0 or burst < 1:
+        raise ValueError(f"a bucket needs a rate > 0 and a burst >= 1, not {rate} and {burst}")
+    return max(1, round(1_000_000 / rate))

@@ -10,10 +10,18 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from cachetools import TTLCache
+from cachetools import TLRUCache, TTLCache
 
-from wander.service.store.base import DeadLetter, EpisodeStore, Pending, Versioned
-from wander.service.store.quotas import over_quota
+from wander.service.store.base import (
+    DeadLetter,
+    EpisodeStore,
+    Pending,
+    Usage,
+    Versioned,
+    bucket_interval,
+    check_limits,
+    quota_exceeded,
+)
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +29,14 @@ MAX_DEAD_LETTERS = 10_000
 """Dead letters kept in the process; past this the oldest is discarded, with an error in
 the log. They live in the service's own memory, and a database that refused every
 record (a bad migration) must not grow the process without end."""
+
+
+class _Live(NamedTuple):
+    """What a live episode counts toward."""
+
+    env: str
+    tenant: str | None
+    metadata_bytes: int
 
 
 class _Episodes(TTLCache[str, Versioned]):
@@ -36,19 +52,6 @@ class _Episodes(TTLCache[str, Versioned]):
         for episode_id, _ in expired:
             self._on_expired(episode_id)
         return expired
-
-
-class _Live(NamedTuple):
-    """What a live episode counts towards."""
-
-    env: str
-    tenant: str | None
-    metadata_bytes: int
-
-
-class _Bucket(NamedTuple):
-    tokens: float
-    at: float
 
 
 class MemoryStore(EpisodeStore):
@@ -67,12 +70,14 @@ class MemoryStore(EpisodeStore):
     def __init__(self, ttl_seconds: int) -> None:
         super().__init__(ttl_seconds)
         self._live: dict[str, _Live] = {}
-        """What each live episode counts towards."""
         self._live_count: Counter[str] = Counter()
-        self._tenant_count: Counter[str] = Counter()
+        self._tenant_live: Counter[str] = Counter()
         self._tenant_bytes: Counter[str] = Counter()
-        self._buckets: dict[str, _Bucket] = {}
         self._items = _Episodes(ttl_seconds, self._forget)
+        self._buckets: TLRUCache[str, int] = TLRUCache(
+            maxsize=math.inf, ttu=lambda _bucket, full_at, _now: full_at, timer=_microseconds
+        )
+        """Each bucket's time (``_microseconds``) at which it is full again, until then."""
         self._backlog: dict[str, bytes] = {}
         self._dead: dict[str, DeadLetter] = {}
         self._tokens = itertools.count()
@@ -88,38 +93,37 @@ class MemoryStore(EpisodeStore):
         max_live: int | None = None,
         max_metadata_bytes: int | None = None,
     ) -> None:
+        check_limits(tenant, max_live, max_metadata_bytes)
+        if not documents:
+            return
+        self._items.expire()  # expired episodes give their quota back first
+        new = [episode_id for episode_id in documents if episode_id not in self._live]
+        new_bytes = len(new) * metadata_bytes
         if tenant is not None:
-            self._items.expire()
-            refusal = over_quota(
-                len(documents), metadata_bytes, self._tenant_count[tenant],
-                self._tenant_bytes[tenant], max_live, max_metadata_bytes,
-            )  # fmt: skip
-            if refusal is not None:
-                raise refusal
-        live = _Live(env, tenant, metadata_bytes if tenant is not None else 0)
+            held_live, held_bytes = self._usage(tenant)
+            if max_live is not None and held_live + len(new) > max_live:
+                raise quota_exceeded(tenant, "live_episodes", max_live, held_live, len(new))
+            if max_metadata_bytes is not None and held_bytes + new_bytes > max_metadata_bytes:
+                raise quota_exceeded(
+                    tenant, "metadata_bytes", max_metadata_bytes, held_bytes, new_bytes
+                )
         for episode_id, data in documents.items():
             self._items[episode_id] = Versioned(data, 1)
+        live = _Live(env, tenant, metadata_bytes)
+        for episode_id in new:
             self._live[episode_id] = live
-        self._live_count[env] += len(documents)
-        if tenant is not None:
-            self._tenant_count[tenant] += len(documents)
-            self._tenant_bytes[tenant] += len(documents) * live.metadata_bytes
+        self._live_count[env] += len(new)
+        if tenant is not None and new:
+            self._tenant_live[tenant] += len(new)
+            if new_bytes:
+                self._tenant_bytes[tenant] += new_bytes
 
-    async def tenant_usage(self, tenant: str) -> tuple[int, int]:
+    async def tenant_usage(self, tenant: str) -> Usage:
         self._items.expire()
-        return self._tenant_count[tenant], self._tenant_bytes[tenant]
+        return self._usage(tenant)
 
-    async def take(self, bucket: str, rate: float, burst: int) -> float:
-        now = time.monotonic()
-        tokens, at = self._buckets.get(bucket, _Bucket(burst, now))
-        tokens = min(burst, tokens + (now - at) * rate)
-        wait = 0.0
-        if tokens >= 1:
-            tokens -= 1
-        else:
-            wait = (1 - tokens) / rate
-        self._buckets[bucket] = _Bucket(tokens, now)
-        return wait
+    def _usage(self, tenant: str) -> Usage:
+        return Usage(self._tenant_live[tenant], self._tenant_bytes[tenant])
 
     async def load(self, episode_id: str, *, cached: bool = False) -> Versioned | None:
         item = self._items.get(episode_id)
@@ -142,15 +146,26 @@ class MemoryStore(EpisodeStore):
     def _forget(self, episode_id: str) -> None:
         """The episode is live no more: finished, or expired."""
         live = self._live.pop(episode_id, None)
-        if live is not None:
-            self._live_count[live.env] -= 1
-            if live.tenant is not None:
-                self._tenant_count[live.tenant] -= 1
-                self._tenant_bytes[live.tenant] -= live.metadata_bytes
+        if live is None:
+            return
+        self._live_count[live.env] -= 1
+        if live.tenant is not None:
+            _decrease(self._tenant_live, live.tenant, 1)
+            _decrease(self._tenant_bytes, live.tenant, live.metadata_bytes)
 
     async def live(self) -> dict[str, int]:
         self._items.expire()
         return dict(self._live_count)
+
+    async def take(self, bucket: str, rate: float, burst: int) -> float:
+        interval = bucket_interval(rate, burst)
+        now = _microseconds()
+        full_at = max(self._buckets.get(bucket, now), now) + interval
+        wait = full_at - now - burst * interval
+        if wait > 0:
+            return wait / 1_000_000
+        self._buckets[bucket] = full_at
+        return 0.0
 
     def on_queued(self, callback: Callable[[], object]) -> None:
         self._queued.append(callback)
@@ -217,6 +232,18 @@ class MemoryStore(EpisodeStore):
         self._items.clear()
         self._live.clear()
         self._live_count.clear()
-        self._tenant_count.clear()
+        self._tenant_live.clear()
         self._tenant_bytes.clear()
         self._buckets.clear()
+
+
+def _microseconds() -> int:
+    """The monotonic clock in whole microseconds, as buckets count (``bucket_interval``)."""
+    return time.monotonic_ns() // 1000
+
+
+def _decrease(counts: Counter[str], key: str, by: int) -> None:
+    """Count ``by`` less for ``key``, forgetting it at zero (tenants come and go)."""
+    counts[key] -= by
+    if counts[key] <= 0:
+        del counts[key]

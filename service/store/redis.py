@@ -24,14 +24,21 @@ the sorted set ``{prefix}live`` holds each live episode's key by the earliest ti
 expire (``{prefix}live:env`` its environment), and counting looks only at those past
 theirs: an episode Redis forgot is counted out, one still there (its TTL was refreshed)
 is looked at again when its TTL now ends. Finishing takes an episode out in the write
-that queues its record. An episode of a tenant also counts in ``{prefix}live:tenant``
-(episodes by tenant) and ``{prefix}live:bytes`` (their metadata bytes, by tenant), its
-``live:env`` entry saying ``env \x1f tenant \x1f bytes``; its add is a script of its
-own, which counts out expired episodes, checks the tenant's quotas and adds, or refuses
-the whole request, in one atomic step.
+that queues its record.
 
-Each API key's rate limit is a token bucket, the hash ``{prefix}rate:{key id}`` (tokens,
-time of the last refill by Redis's clock), which expires once it would be full again.
+A tenant's episodes are counted the same way, in the hashes ``{prefix}live:tenant`` (live
+episodes) and ``{prefix}live:bytes`` (their metadata bytes), tenant -> count, a tenant's
+field deleted at zero: their entry in ``live:env`` is ``env\ntenant\nbytes``, so that
+counting an episode out gives its tenant's quota back too (an entry of the environment
+alone, as the previous version wrote for every episode, is counted out as before). An add
+with limits checks them and writes in one script, after counting out expired episodes:
+replicas creating at once cannot pass a quota together. An older replica counts such an
+entry out under a wrong environment, and never out of its tenant: stop every replica of
+the previous version before any adds with a tenant.
+
+The request-rate bucket of ``take`` is the string ``{prefix}rate:{bucket}``: the time, in
+microseconds of the server's clock (replicas' clocks may disagree), at which the bucket is
+full again, expiring then, so that a bucket left alone leaves nothing behind.
 
 Dead letters are the stream ``{prefix}archive:dead``, entries ``d`` (the record), ``e``
 (the error) and ``t`` (Unix time); a script moves a record between the two streams
@@ -45,6 +52,7 @@ replicated one), not Redis Cluster.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import secrets
@@ -52,6 +60,8 @@ import socket
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import redis.asyncio as redis
@@ -61,9 +71,18 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from wander.service.errors import StoreUnavailable
-from wander.service.store.base import DeadLetter, EpisodeStore, Pending, Versioned, Write
+from wander.service.store.base import (
+    DeadLetter,
+    EpisodeStore,
+    Pending,
+    Usage,
+    Versioned,
+    Write,
+    bucket_interval,
+    check_limits,
+    quota_exceeded,
+)
 from wander.service.store.coalesce import Coalescer
-from wander.service.store.quotas import quota_exceeded
 
 _NOW_MS = """
 local clock = redis.call('TIME')
@@ -71,24 +90,122 @@ local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
 """
 """Lua: the server's clock in milliseconds, as ``now``."""
 
-_ADD_MANY = (
-    _NOW_MS
-    + """
-local ttl = tonumber(ARGV[1])
-for i = 6, #KEYS do
-  local env, data = ARGV[2 * i - 10], ARGV[2 * i - 9]
-  redis.call('HSET', KEYS[i], 'v', 1, 'd', data)
-  redis.call('EXPIRE', KEYS[i], ttl)
-  if redis.call('ZADD', KEYS[1], 'NX', now + ttl * 1000, KEYS[i]) == 1 then
-    redis.call('HSET', KEYS[2], KEYS[i], env)
-    redis.call('HINCRBY', KEYS[3], env, 1)
+_LIVE_KEYS = "local LIVE = {live}\n"
+"""Lua: where the five keys of the live index start in ``KEYS`` (formatted in)."""
+
+_NOT_LIVE = """
+local function decrease(hash, field, by)
+  if redis.call('HINCRBY', hash, field, -by) <= 0 then redis.call('HDEL', hash, field) end
+end
+local function not_live(key)
+  if redis.call('ZREM', KEYS[LIVE], key) == 1 then
+    local entry = redis.call('HGET', KEYS[LIVE + 1], key)
+    redis.call('HDEL', KEYS[LIVE + 1], key)
+    if entry then
+      local env, tenant, bytes = string.match(entry, '^(.*)\\n([^\\n]+)\\n(%d+)$')
+      if env then
+        decrease(KEYS[LIVE + 3], tenant, 1)
+        decrease(KEYS[LIVE + 4], tenant, tonumber(bytes))
+      else
+        env = entry
+      end
+      redis.call('HINCRBY', KEYS[LIVE + 2], env, -1)
+    end
   end
 end
 """
+"""Lua: ``not_live(key)`` takes the episode out of the live index, its environment's count
+and its tenant's, once (whoever removes it from the index counts it out). An entry of
+``live:env`` is the environment, and for a tenant's episode ``env\\ntenant\\nbytes``
+(an older entry, the environment alone, is counted out as it was written); a tenant's
+fields are deleted at zero."""
+
+_COUNT_OUT = """
+local function count_out(limit)
+  local due = redis.call('ZRANGEBYSCORE', KEYS[LIVE], '-inf', now, 'LIMIT', 0, limit)
+  for _, key in ipairs(due) do
+    local left = redis.call('PTTL', key)
+    if left == -2 then
+      not_live(key)
+    else
+      redis.call('ZADD', KEYS[LIVE], 'XX', now + math.max(left, 1000), key)
+    end
+  end
+  return #due
+end
+"""
+"""Lua: ``count_out(limit)`` looks at up to ``limit`` episodes past their first possible
+expiry, and replies how many it looked at. Each is counted out if Redis has forgotten it,
+or else looked at again when its current TTL ends (reads and writes refresh the TTL, not
+the index)."""
+
+
+def _live_script(first_live_key: int, body: str) -> str:
+    """A script that counts episodes out: ``body`` after ``not_live`` and ``count_out``,
+    with the live index's keys from ``KEYS[first_live_key]`` on."""
+    return _LIVE_KEYS.format(live=first_live_key) + _NOW_MS + _NOT_LIVE + _COUNT_OUT + body
+
+
+_ADD_MANY = _live_script(
+    1,
+    """
+local ttl, checks = tonumber(ARGV[1]), tonumber(ARGV[2])
+local looked
+local replies = {}
+local a, k = 3, 6
+while a <= #ARGV do
+  local n, env, tenant, size = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+  local max_live, max_bytes = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
+  a = a + 6
+  local reply = 1
+  if max_live or max_bytes then
+    looked = looked or count_out(checks)
+    local new = 0
+    for i = k, k + n - 1 do
+      if not redis.call('ZSCORE', KEYS[LIVE], KEYS[i]) then new = new + 1 end
+    end
+    local live = tonumber(redis.call('HGET', KEYS[LIVE + 3], tenant) or 0)
+    local bytes = tonumber(redis.call('HGET', KEYS[LIVE + 4], tenant) or 0)
+    if max_live and live + new > max_live then
+      reply = {'live_episodes', max_live, live, new}
+    elseif max_bytes and bytes + new * size > max_bytes then
+      reply = {'metadata_bytes', max_bytes, bytes, new * size}
+    end
+    if reply ~= 1 and looked == checks then reply = 0 end
+  end
+  if reply == 1 then
+    local entry = env
+    if tenant ~= '' then entry = env .. '\\n' .. tenant .. '\\n' .. size end
+    local added = 0
+    for i = k, k + n - 1 do
+      redis.call('HSET', KEYS[i], 'v', 1, 'd', ARGV[a + i - k])
+      redis.call('EXPIRE', KEYS[i], ttl)
+      if redis.call('ZADD', KEYS[LIVE], 'NX', now + ttl * 1000, KEYS[i]) == 1 then
+        redis.call('HSET', KEYS[LIVE + 1], KEYS[i], entry)
+        added = added + 1
+      end
+    end
+    if added > 0 then
+      redis.call('HINCRBY', KEYS[LIVE + 2], env, added)
+      if tenant ~= '' then
+        redis.call('HINCRBY', KEYS[LIVE + 3], tenant, added)
+        if added * size > 0 then redis.call('HINCRBY', KEYS[LIVE + 4], tenant, added * size) end
+      end
+    end
+  end
+  replies[#replies + 1] = reply
+  a, k = a + n, k + n
+end
+return replies
+""",
 )
-"""New episodes of no tenant: ``KEYS`` the five live keys, then the episodes; ``ARGV`` the
-TTL, then (environment, document) per episode. Run twice (a retry after a lost reply), it
-counts each episode once."""
+"""New episodes, in groups added all or none: ``KEYS`` the live index's five keys, then the
+episodes; ``ARGV`` the TTL, how many expired episodes to look at, then per group its size,
+environment, tenant ('' for none), metadata bytes per episode and limits on the tenant's
+live episodes and bytes ('' for none), then its documents. Replies per group 1 (added),
+a refusal {quota, limit, used, requested}, or 0: it would be refused, but more expired
+episodes may be due than were looked at (``count_out`` runs once, and only for groups with
+limits); call again. Run twice (a retry after a lost reply), it counts each episode once."""
 
 _LOAD_MANY = """
 local ttl = ARGV[1]
@@ -103,126 +220,14 @@ return found
 """
 """Loads: ``KEYS`` episodes; a flat reply of (version, document) pairs, nil if gone."""
 
-_NOT_LIVE = """
-local function not_live(key)
-  if redis.call('ZREM', KEYS[LIVE], key) == 1 then
-    local entry = redis.call('HGET', KEYS[LIVE + 1], key)
-    redis.call('HDEL', KEYS[LIVE + 1], key)
-    if entry then
-      local env, tenant, size = string.match(entry, '^(.*)\31(.*)\31(%d+)$')
-      if env then
-        redis.call('HINCRBY', KEYS[LIVE + 3], tenant, -1)
-        redis.call('HINCRBY', KEYS[LIVE + 4], tenant, 0 - tonumber(size))  -- never '-0'
-      else
-        env = entry
-      end
-      redis.call('HINCRBY', KEYS[LIVE + 2], env, -1)
-    end
-  end
-end
-local function count_out_expired(limit)
-  local due = redis.call('ZRANGEBYSCORE', KEYS[LIVE], '-inf', now, 'LIMIT', 0, limit)
-  for _, key in ipairs(due) do
-    local left = redis.call('PTTL', key)
-    if left == -2 then
-      not_live(key)
-    else
-      redis.call('ZADD', KEYS[LIVE], 'XX', now + math.max(left, 1000), key)
-    end
-  end
-  return #due
-end
-"""
-"""Lua, on the five live keys from ``KEYS[LIVE]`` (the index, each episode's entry, the
-counts by environment, by tenant, the metadata bytes by tenant): ``not_live(key)`` takes
-the episode out of the index and its counts, once (whoever removes it from the index
-counts it out); ``count_out_expired(limit)`` looks at up to ``limit`` episodes past their
-first possible expiry (it needs ``now``), counting out those Redis has forgotten and
-looking again at the others when their current TTL ends. An entry is the environment,
-or ``env \x1f tenant \x1f metadata bytes`` for an episode of a tenant."""
-
-_ADD_TENANT = (
-    "local LIVE = 1\n"
-    + _NOW_MS
-    + _NOT_LIVE
-    + """
-local ttl, env, tenant, size = tonumber(ARGV[1]), ARGV[2], ARGV[3], tonumber(ARGV[4])
-local max_live, max_bytes = tonumber(ARGV[5]), tonumber(ARGV[6])
-count_out_expired(tonumber(ARGV[7]))
-local n = #KEYS - 5
-local live = tonumber(redis.call('HGET', KEYS[4], tenant) or '0')
-local used = tonumber(redis.call('HGET', KEYS[5], tenant) or '0')
-if max_live >= 0 and live + n > max_live then
-  return {'live_episodes', max_live, live, n}
-end
-if max_bytes >= 0 and size > 0 and used + n * size > max_bytes then
-  return {'metadata_bytes', max_bytes, used, n * size}
-end
-local entry = env .. '\31' .. tenant .. '\31' .. size
-for i = 6, #KEYS do
-  redis.call('HSET', KEYS[i], 'v', 1, 'd', ARGV[i + 2])
-  redis.call('EXPIRE', KEYS[i], ttl)
-  if redis.call('ZADD', KEYS[1], 'NX', now + ttl * 1000, KEYS[i]) == 1 then
-    redis.call('HSET', KEYS[2], KEYS[i], entry)
-    redis.call('HINCRBY', KEYS[3], env, 1)
-    redis.call('HINCRBY', KEYS[4], tenant, 1)
-    redis.call('HINCRBY', KEYS[5], tenant, size)
-  end
-end
-return false
-"""
-)
-"""New episodes of a tenant, within its quotas: ``KEYS`` the five live keys, then the
-episodes; ``ARGV`` the TTL, the environment, the tenant, the metadata bytes of each, the
-most live episodes and metadata bytes (-1: no limit), how many expired episodes to count
-out first, then the documents. Replies nil when added, or (quota, limit, used, requested)
-when refused, with nothing written."""
-
-_USAGE = (
-    "local LIVE = 1\n"
-    + _NOW_MS
-    + _NOT_LIVE
-    + """
-local looked_at = count_out_expired(tonumber(ARGV[2]))
-return {looked_at, redis.call('HGET', KEYS[4], ARGV[1]) or 0,
-        redis.call('HGET', KEYS[5], ARGV[1]) or 0}
-"""
-)
-"""A tenant's usage: ``KEYS`` the five live keys; ``ARGV`` the tenant, how many expired
-episodes to count out first. Replies how many were looked at, its episodes, its bytes."""
-
-_TAKE = (
-    _NOW_MS
-    + """
-local rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
-local bucket = redis.call('HMGET', KEYS[1], 't', 'a')
-local tokens, at = tonumber(bucket[1]), tonumber(bucket[2])
-if not tokens then tokens, at = burst, now end
-tokens = math.min(burst, tokens + math.max(now - at, 0) * rate / 1000)
-local wait = 0
-if tokens >= 1 then
-  tokens = tokens - 1
-else
-  wait = math.ceil((1 - tokens) * 1000 / rate)
-end
-redis.call('HSET', KEYS[1], 't', string.format('%.6f', tokens), 'a', now)
-redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
-return wait
-"""
-)
-"""A token bucket: ``KEYS`` the bucket; ``ARGV`` its rate (a second) and size. Replies 0 when
-a token was taken, else the milliseconds until one will be there. Tokens are written as
-text: Redis would truncate a Lua number to an integer. The bucket expires once it would
-be full again, so an idle key leaves nothing behind."""
-
-_REPLACE_MANY = (
-    "local LIVE = 2\n"
-    + _NOT_LIVE
-    + """
+_REPLACE_MANY = _live_script(
+    2,
+    """
 local ttl = ARGV[1]
 local written = {}
 for i = 7, #KEYS do
-  local version, data, archive = ARGV[3 * i - 19], ARGV[3 * i - 18], ARGV[3 * i - 17]
+  local j = 3 * (i - 7) + 2
+  local version, data, archive = ARGV[j], ARGV[j + 1], ARGV[j + 2]
   local stored = redis.call('HGET', KEYS[i], 'v')
   if stored and tonumber(stored) == tonumber(version) then
     redis.call('HSET', KEYS[i], 'v', tonumber(stored) + 1, 'd', data)
@@ -237,24 +242,50 @@ for i = 7, #KEYS do
   end
 end
 return written
-"""
+""",
 )
-"""Compare-and-sets: ``KEYS`` = the archive stream, the five live keys, then the
-episodes; ``ARGV`` = the TTL, then (version, document, archive record or '') per episode;
-a reply of 1 (written) or 0. A write that queues a record finishes its episode: it is
-live no more."""
+"""Compare-and-sets: ``KEYS`` = the archive stream, the live index's five keys, then the
+episodes; ``ARGV`` = the TTL, then (version, document, archive record or '') per episode; a
+reply of 1 (written) or 0. A write that queues a record finishes its episode: it is live
+no more."""
 
-_LIVE = (
-    "local LIVE = 1\n"
-    + _NOW_MS
-    + _NOT_LIVE
-    + """
-return {count_out_expired(tonumber(ARGV[1])), redis.call('HGETALL', KEYS[3])}
-"""
+_LIVE = _live_script(1, "return {count_out(ARGV[1]), redis.call('HGETALL', KEYS[3])}")
+"""Count the live episodes: ``KEYS`` the live index's five keys; ``ARGV`` how many
+episodes past their first possible expiry to look at. Replies how many were looked at, and
+the counts by environment."""
+
+_USAGE = _live_script(
+    1,
+    """
+return {count_out(ARGV[1]), tonumber(redis.call('HGET', KEYS[4], ARGV[2]) or 0),
+  tonumber(redis.call('HGET', KEYS[5], ARGV[2]) or 0)}
+""",
 )
-"""Count the live episodes: ``KEYS`` the five live keys; ``ARGV`` how many episodes past
-their first possible expiry to look at (reads and writes refresh the TTL, not the index).
-Replies how many were looked at, and the counts by environment."""
+"""A tenant's usage: ``KEYS`` the live index's five keys; ``ARGV`` how many expired
+episodes to look at, the tenant. Replies how many were looked at, its live episodes and
+their metadata bytes."""
+
+_TAKE = """
+local clock = redis.call('TIME')
+local now = clock[1] * 1000000 + clock[2]
+local waits = {}
+for i, key in ipairs(KEYS) do
+  local interval, burst = tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
+  local full_at = math.max(tonumber(redis.call('GET', key) or 0), now) + interval
+  local wait = full_at - now - burst * interval
+  if wait > 0 then
+    waits[i] = wait
+  else
+    redis.call('SET', key, string.format('%d', full_at), 'PX', math.ceil((full_at - now) / 1000))
+    waits[i] = 0
+  end
+end
+return waits
+"""
+"""Take a token from each bucket: ``KEYS`` the buckets (a bucket may come more than once);
+``ARGV`` (microseconds between tokens, burst) per bucket. Each bucket is the time, in
+microseconds of the server's clock, at which it is full again, and expires then. Replies
+per bucket 0 (taken) or the microseconds until a token is there."""
 
 _LEAVE_GROUP = """
 if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) == 0 then
@@ -317,6 +348,21 @@ RECENT_EPISODES = 20_000
 """Episodes whose last version the store remembers (an LRU: memory stays bounded)."""
 
 
+@dataclass(frozen=True, eq=False)
+class _Group:
+    """The episodes of one ``add``: added all or none. Compared by identity, which tells
+    the groups apart among the episodes of many calls sent in one script call."""
+
+    env: str
+    tenant: str | None
+    metadata_bytes: int
+    max_live: int | None
+    max_metadata_bytes: int | None
+
+
+_NewEpisode = tuple[str, bytes, _Group]
+
+
 class RedisStore(EpisodeStore):
     durable = True
 
@@ -333,9 +379,12 @@ class RedisStore(EpisodeStore):
         self._stream = f"{prefix}archive"
         self._dead = f"{prefix}archive:dead"
         self._live_keys = [
-            f"{prefix}live", f"{prefix}live:env", f"{prefix}live:count",
-            f"{prefix}live:tenant", f"{prefix}live:bytes",
-        ]  # fmt: skip
+            f"{prefix}live",
+            f"{prefix}live:env",
+            f"{prefix}live:count",
+            f"{prefix}live:tenant",
+            f"{prefix}live:bytes",
+        ]
         self._consumer = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self._claim_after_ms = int(claim_after_seconds * 1000)
         self._group_ready = False
@@ -347,10 +396,10 @@ class RedisStore(EpisodeStore):
         self._retry_script = client.register_script(_RETRY_DEAD)
         self._drop_script = client.register_script(_DROP_DEAD)
         self._live_script = client.register_script(_LIVE)
-        self._add_tenant_script = client.register_script(_ADD_TENANT)
         self._usage_script = client.register_script(_USAGE)
         self._take_script = client.register_script(_TAKE)
         self._adds = Coalescer(self._add_all)
+        self._takes = Coalescer(self._take_all)
         self._loads = Coalescer(self._load_all)
         self._writes = Coalescer(self._replace_all)
         self._recent: LRUCache[str, Versioned] = LRUCache(maxsize=RECENT_EPISODES)
@@ -378,6 +427,9 @@ class RedisStore(EpisodeStore):
     def key(self, episode_id: str) -> str:
         return f"{self._prefix}episode:{episode_id}"
 
+    def bucket_key(self, bucket: str) -> str:
+        return f"{self._prefix}rate:{bucket}"
+
     async def add(
         self,
         documents: Mapping[str, bytes],
@@ -388,40 +440,31 @@ class RedisStore(EpisodeStore):
         max_live: int | None = None,
         max_metadata_bytes: int | None = None,
     ) -> None:
-        if tenant is None:  # many requests' adds in one script call
-            await self._adds([(episode_id, env, data) for episode_id, data in documents.items()])
-            return
-        # One script call per request: its quota check and its add are one atomic step.
-        args: list[Any] = [
-            self.ttl_seconds, env, tenant, metadata_bytes,
-            -1 if max_live is None else max_live,
-            -1 if max_metadata_bytes is None else max_metadata_bytes,
-            LIVE_CHECKS, *documents.values(),
-        ]  # fmt: skip
-        async with self._available():
-            refused = await self._add_tenant_script(
-                keys=[*self._live_keys, *(self.key(episode_id) for episode_id in documents)],
-                args=args,
-            )
-        if refused:
-            quota, limit, used, requested = refused
-            raise quota_exceeded(_text(quota), int(limit), int(used), int(requested))
+        check_limits(tenant, max_live, max_metadata_bytes)
+        group = _Group(env, tenant, metadata_bytes, max_live, max_metadata_bytes)
+        episodes = [(episode_id, data, group) for episode_id, data in documents.items()]
+        while episodes:
+            reply = (await self._adds(episodes))[0]
+            if reply == 1:
+                return
+            if reply != 0:  # else more expired episodes were due: counted out, try again
+                assert tenant is not None  # only a group with a tenant has limits
+                quota, limit, used, requested = reply
+                raise quota_exceeded(tenant, _text(quota), limit, used, requested)
 
-    async def tenant_usage(self, tenant: str) -> tuple[int, int]:
+    async def tenant_usage(self, tenant: str) -> Usage:
         while True:
             async with self._available():
-                looked_at, live, used = await self._usage_script(
-                    keys=self._live_keys, args=[tenant, LIVE_CHECKS]
+                looked_at, live, metadata_bytes = await self._usage_script(
+                    keys=self._live_keys, args=[LIVE_CHECKS, tenant]
                 )
             if looked_at < LIVE_CHECKS:
-                return int(live), int(used)
+                return Usage(live, metadata_bytes)
 
     async def take(self, bucket: str, rate: float, burst: int) -> float:
-        async with self._available():
-            wait_ms = await self._take_script(
-                keys=[f"{self._prefix}rate:{bucket}"], args=[repr(float(rate)), burst]
-            )
-        return int(wait_ms) / 1000
+        interval = bucket_interval(rate, burst)
+        [wait] = await self._takes([(self.bucket_key(bucket), interval, burst)])
+        return wait / 1_000_000
 
     async def load(self, episode_id: str, *, cached: bool = False) -> Versioned | None:
         return (await self.load_many([episode_id], cached=cached))[0]
@@ -450,16 +493,29 @@ class RedisStore(EpisodeStore):
 
     # The bulk calls behind the coalescers: one script call each.
 
-    async def _add_all(self, documents: list[tuple[str, str, bytes]]) -> list[None]:
-        args: list[Any] = [self.ttl_seconds]
-        for _, env, data in documents:
-            args += (env, data)
+    async def _add_all(self, episodes: list[_NewEpisode]) -> list[Any]:
+        args: list[Any] = [self.ttl_seconds, LIVE_CHECKS]
+        sizes: list[int] = []
+        for group, members in itertools.groupby(episodes, key=itemgetter(2)):
+            documents = [data for _, data, _ in members]
+            sizes.append(len(documents))
+            args += (len(documents), group.env, group.tenant or "", group.metadata_bytes)
+            args += (_limit(group.max_live), _limit(group.max_metadata_bytes), *documents)
         async with self._available():
-            await self._add_script(
-                keys=[*self._live_keys, *(self.key(episode_id) for episode_id, _, _ in documents)],
+            replies = await self._add_script(
+                keys=[*self._live_keys, *(self.key(episode_id) for episode_id, _, _ in episodes)],
                 args=args,
             )
-        return [None] * len(documents)
+        return [reply for reply, size in zip(replies, sizes, strict=True) for _ in range(size)]
+
+    async def _take_all(self, takes: list[tuple[str, int, int]]) -> list[int]:
+        async with self._available():
+            return list(
+                await self._take_script(
+                    keys=[key for key, _, _ in takes],
+                    args=[arg for _, interval, burst in takes for arg in (interval, burst)],
+                )
+            )
 
     async def _load_all(self, episode_ids: list[str]) -> list[tuple[Any, Any]]:
         async with self._available():
@@ -620,6 +676,11 @@ def _entries(reply: Any) -> list[Any]:
 def _is_stream_id(value: str) -> bool:
     match = _STREAM_ID.fullmatch(value)
     return match is not None and all(int(part) < 2**64 for part in match.groups())
+
+
+def _limit(value: int | None) -> int | str:
+    """A limit as a script takes it: '' for none."""
+    return "" if value is None else value
 
 
 def _text(value: bytes | str) -> str:
