@@ -114,6 +114,10 @@ async def test_finishing_an_episode_gives_its_quota_back(store: EpisodeStore) ->
     assert await store.tenant_usage("t") == Usage(1, 100)
     await store.add(episodes("c"), "tictactoe", **quota)
     assert await store.tenant_usage("t") == Usage(2, 200)
+    # An episode with no metadata gives back its slot and no bytes.
+    await store.add(episodes("bare"), "tictactoe", tenant="u", max_live=1)
+    assert await store.replace("bare", 1, b"done", archive=b"record")
+    assert await store.tenant_usage("u") == Usage(0, 0)
 
 
 async def test_expired_episodes_give_their_quota_back(store: EpisodeStore) -> None:

@@ -95,6 +95,7 @@ _LIVE_KEYS = "local LIVE = {live}\n"
 
 _NOT_LIVE = """
 local function decrease(hash, field, by)
+  if by == 0 then return end  -- Lua writes -0 as '-0', which HINCRBY refuses
   if redis.call('HINCRBY', hash, field, -by) <= 0 then redis.call('HDEL', hash, field) end
 end
 local function not_live(key)
