@@ -590,7 +590,8 @@ KeyRole = Literal["agent", "trainer", "admin"]
 """What a key may do: an agent plays episodes; a trainer also reads its tenant's runs;
 an admin sees every tenant and manages keys."""
 
-NonNegativeRate = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
+NonNegativeRate = Annotated[float, Field(ge=0, lt=INT_LIMIT, strict=True, allow_inf_nan=False)]
+"""A rate a second, >= 0 and below 2**63 (what the archive takes)."""
 
 
 class QuotaOverrides(_Request):

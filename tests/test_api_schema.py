@@ -24,12 +24,18 @@ from wander.service.archive.migrations import upgrade
 from wander.service.settings import Settings
 from wander.testing import ServiceProcess
 
+KEY = "wdr_schema-admin-key"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+"""An admin's key: every route is open to it, so generated requests reach past the
+authentication. schemathesis sends it as the document's `bearer` scheme says, and checks
+the authentication on its own (requests without it, or with a wrong one, must be 401)."""
 ENVS = ["tictactoe", "reverse_text", "double_check", "sql"]
 """The service's own in-process environments: those the requests mostly name."""
 
 # Requests mostly about what the service has: random names are all 404 env_not_found or
 # run_not_found, random examples past their split, random sizes past WANDER_MAX_GROUP_SIZE.
 CONFIG = SchemathesisConfig.from_dict({
+    "auth": {"openapi": {"bearer": {"bearer": KEY}}},
     "dictionaries": {
         "envs": {"values": ENVS},
         "splits": {"values": ["train", "eval"]},
@@ -72,10 +78,14 @@ def base_url(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     """A real `wander serve` on each store, with an archive and Redis keys of its own,
-    holding two episodes of each of ``ENVS``."""
+    holding two episodes of each of ``ENVS``, that wants ``KEY``."""
     database = f"sqlite:///{tmp_path_factory.mktemp('schema')}/archive.db"
     upgrade(database)
-    env = {"WANDER_DATABASE_URL": database, "WANDER_REDIS_URL": ""}
+    env = {
+        "WANDER_DATABASE_URL": database,
+        "WANDER_REDIS_URL": "",
+        "WANDER_API_KEYS": f"schema:admin:{KEY}",
+    }
     with ExitStack() as stack:
         if request.param == "redis":
             redis_url = request.getfixturevalue("redis_url")
@@ -89,6 +99,7 @@ def base_url(
             for episode in httpx.post(
                 f"{process.url}/v1/episodes",
                 json={"env": name, "n": 2, "run": "schema"},
+                headers=AUTH,
                 timeout=60,  # reverse_text builds its dataset on first use: seconds
             ).json()["episodes"]
         ]
