@@ -109,6 +109,25 @@ async def test_every_route_but_the_probes_needs_a_key(
     assert document["paths"]["/healthz"]["get"]["security"] == []
 
 
+async def test_a_revoked_key_is_refused_on_every_route(
+    wander: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    _, api = wander
+    admin = bearer("ops-admin")
+    created = await api.post("/v1/admin/keys", json={"tenant": "alpha", "role": "admin"},
+                             headers=admin)  # fmt: skip
+    assert created.status_code == 201, created.text
+    key = created.json()
+    revoked = {"Authorization": f"Bearer {key['key']}"}
+    assert (await api.get("/v1/environments", headers=revoked)).status_code == 200
+    assert (await api.delete(f"/v1/admin/keys/{key['id']}", headers=admin)).status_code == 204
+    document = (await api.get("/openapi.json")).json()
+    for method, path in operations(document):
+        response = await api.request(method, path, headers=revoked)
+        expected = 200 if path in PUBLIC else 401
+        assert response.status_code == expected, (method, path, response.text)
+
+
 async def test_roles_reach_what_they_may(wander: tuple[FastAPI, httpx.AsyncClient]) -> None:
     _, api = wander
     expected = {
@@ -332,3 +351,20 @@ async def test_a_keyed_service_with_no_key_refuses_everyone(sqlite_url: str) -> 
     async with service(Settings(database_url=sqlite_url, auth="keys")) as (_, api):
         assert (await api.get("/v1/environments")).status_code == 401
         assert (await api.get("/healthz")).status_code == 200
+
+
+async def test_an_unmigrated_archive_starts_open_and_says_503_to_keys_it_cannot_look_up(
+    empty_database_url: str,
+) -> None:
+    """An open service starts before `wander db upgrade`, as it always did (readiness says
+    why it is not ready); a keyed one answers a key it cannot look up with a retryable 503,
+    never a 500 or a 401 the database would contradict once migrated."""
+    async with service(Settings(redis_url=None, database_url=empty_database_url)) as (_, api):
+        assert (await api.get("/v1/environments")).status_code == 200
+        assert error_of(await api.get("/readyz"))["code"] == "database_unavailable"
+    keyed = Settings(redis_url=None, database_url=empty_database_url, auth="keys")
+    async with service(keyed) as (_, api):
+        response = await api.get("/v1/environments", headers={"Authorization": "Bearer wdr_x"})
+        assert response.status_code == 503
+        assert error_of(response)["code"] == "database_unavailable"
+        assert "wander db upgrade" in error_of(response)["message"]

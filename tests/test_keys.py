@@ -273,6 +273,7 @@ def test_create_shows_the_key_once_and_list_never(keys_db: str) -> None:
     [secret] = re.findall(r"wdr_[A-Za-z0-9_-]+", created.output)
     assert key.id in created.output and "acme" in created.output and "trainer" in created.output
     assert "shown this once" in created.output
+    assert "start it with WANDER_AUTH=keys" in created.stderr  # it takes none as it stands
     assert (key.name, key.quotas) == ("ci bot", {"burst": 10, "requests_per_second": None})
     archive = Archive(keys_db)
     assert KeyBook(archive).find(key_hash(secret)) == key

@@ -16,7 +16,14 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import (
+    DataError,
+    DBAPIError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    ProgrammingError,
+)
 from sqlalchemy.orm import Session
 
 from wander.client.models import (
@@ -273,9 +280,17 @@ class Archive:
     def transaction(self) -> Iterator[Connection]:
         """A connection in a transaction, committed when the block ends without error:
         for the archive's other tables (``KeyBook``). ``DatabaseUnavailable`` when the
-        database cannot be reached."""
-        with self._available(), self.engine.begin() as connection:
-            yield connection
+        database cannot be reached, or lacks a table (it is not migrated)."""
+        with self._available():
+            try:
+                with self.engine.begin() as connection:
+                    yield connection
+            except (ProgrammingError, OperationalError) as exc:
+                if not _missing_table(exc):
+                    raise
+                raise DatabaseUnavailable(
+                    f"the archive database is not migrated (run `wander db upgrade`): {exc.orig}"
+                ) from exc
 
     @contextmanager
     def _available(self) -> Iterator[None]:
@@ -311,6 +326,11 @@ def _in_run(run: str, tenant: str | None) -> list[ColumnElement[bool]]:
 
 def _run_not_found(run: str) -> RunNotFound:
     return RunNotFound(f"no archived episode has the run label {run!r}")
+
+
+def _missing_table(exc: DBAPIError) -> bool:
+    """PostgreSQL's ``undefined_table`` (SQLSTATE 42P01), or SQLite's "no such table"."""
+    return getattr(exc.orig, "sqlstate", None) == "42P01" or "no such table" in str(exc.orig)
 
 
 def _is_disconnect(exc: DBAPIError) -> bool:

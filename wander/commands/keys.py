@@ -82,6 +82,12 @@ def create_key(
         "keep it now. If it is lost, revoke it and create another."
     )
     typer.echo(secret)
+    if not service_settings().requires_keys:
+        typer.echo(
+            "Note: a service started with these settings takes no key (and refuses to "
+            "start while the archive holds keys): start it with WANDER_AUTH=keys.",
+            err=True,
+        )
 
 
 @keys.command("list")
