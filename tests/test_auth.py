@@ -208,7 +208,7 @@ async def test_another_tenants_episode_is_an_unknown_one_on_every_route(
 
 
 async def test_runs_are_per_tenant_and_an_admin_sees_all(
-    wander: tuple[FastAPI, httpx.AsyncClient],
+    wander: tuple[FastAPI, httpx.AsyncClient], audit_lines: list[logging.LogRecord]
 ) -> None:
     app, api = wander
     for tenant in ("alpha", "beta"):
@@ -234,6 +234,9 @@ async def test_runs_are_per_tenant_and_an_admin_sees_all(
         assert {e["tenant"] for e in page["episodes"]} == {tenant}
         export = await api.get("/v1/runs/eval/episodes?format=jsonl", headers=headers)
         assert len(export.text.splitlines()) == 2
+    exports = [(r.__dict__["tenant"], r.__dict__["key_id"]) for r in audit_lines
+               if r.__dict__.get("exported") == "eval"]  # fmt: skip
+    assert exports == [("alpha", "env-alpha-trainer-2"), ("beta", "env-beta-trainer-4")]
     admin = (await api.get("/v1/runs", headers=bearer("ops-admin"))).json()
     assert sorted((r["run"], r["tenant"]) for r in admin["runs"]) == [
         ("eval", "alpha"), ("eval", "beta")
@@ -287,7 +290,7 @@ async def test_audit_lines_name_the_tenant_and_key_id_never_the_key(
     await api.post(f"/v1/episodes/{episode['id']}/step", json={"action": "<move>1</move>"},
                    headers=agent)  # fmt: skip
     await api.delete(f"/v1/episodes/{episode['id']}", headers=agent)
-    await api.get("/v1/runs", headers=agent)  # forbidden: audited too
+    await api.get("/v1/runs", headers=agent)  # forbidden: refused before any route
     lines = [record.__dict__ for record in audit_lines]
     assert [(line["method"], line["route"], line["status"]) for line in lines] == [
         ("POST", "/v1/episodes", 201),

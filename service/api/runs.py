@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import StreamingResponse
 
 from wander.client.models import ArchivedEpisodesPage, RunsPage, RunSummary, Text
-from wander.service.api.auth import principal_of
+from wander.service.api.auth import audit, principal_of
 from wander.service.api.deps import ArchiveDep
 from wander.service.api.errors import ERROR_RESPONSES
 from wander.service.archive import EpisodeFilter
@@ -50,6 +50,7 @@ def list_runs(
     responses={200: {"content": {JSONL_MEDIA_TYPE: {}}}},
 )
 def run_episodes(
+    request: Request,
     run: RunLabel,
     archive: ArchiveDep,
     scope: Scope,
@@ -90,6 +91,7 @@ def run_episodes(
         # A 503 or a 404 now, rather than a stream that breaks off or says nothing.
         archive.ping()
         archive.require_run(run, tenant=scope)
+        audit(request, exported=run)
         return StreamingResponse(
             archive.transcripts(run, filters, tenant=scope), media_type=JSONL_MEDIA_TYPE
         )
