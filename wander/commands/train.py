@@ -68,8 +68,20 @@ def sft(
     learning_rate: Annotated[float, typer.Option(min=0.0)] = 2e-5,
     batch_size: Annotated[int, typer.Option(min=1)] = 8,
     max_steps: Annotated[int, typer.Option(help="Overrides epochs when > 0.")] = -1,
+    chat_template: Annotated[
+        Path | None,
+        typer.Option(
+            "--chat-template",
+            exists=True,
+            dir_okay=False,
+            help="A Jinja chat template to train with, its assistant turns inside "
+            "{% generation %}...{% endgeneration %} (for a model whose template lacks the "
+            "markers and has no training copy in TRL).",
+        ),
+    ] = None,
 ) -> None:
-    """Supervised warm-up on chat transcripts (TRL SFTTrainer)."""
+    """Supervised warm-up on chat transcripts (TRL SFTTrainer), the loss on the
+    assistant's turns only."""
     require_trainer()
     from wander.trainer.models import load
     from wander.trainer.sft import build_trainer, load_transcripts
@@ -84,7 +96,12 @@ def sft(
         "learning_rate": learning_rate, "per_device_train_batch_size": batch_size,
         "logging_steps": 10,
     }  # fmt: skip
-    trainer = build_trainer(rows, policy, tokenizer, options)
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template.read_text("utf-8")
+    try:
+        trainer = build_trainer(rows, policy, tokenizer, options)
+    except ValueError as exc:  # a chat template that cannot mark the assistant's turns
+        raise typer.BadParameter(str(exc), param_hint="--chat-template / --model") from exc
     trainer.train()
     trainer.save_model(str(output_dir))
     tokenizer.save_pretrained(str(output_dir))
