@@ -28,10 +28,36 @@ def require_trainer() -> None:
         ) from exc
 
 
+def checkpoint(resume: str | None, output_dir: str) -> str | None:
+    """The checkpoint ``--resume`` names: a folder, or ``latest``, the newest
+    ``checkpoint-*`` of the run's ``output_dir``; checked before anything loads."""
+    if resume is None:
+        return None
+    if resume != "latest":
+        if not (Path(resume) / "trainer_state.json").is_file():
+            raise typer.BadParameter(f"{resume} is not a checkpoint folder", param_hint="--resume")
+        return resume
+    from transformers.trainer_utils import get_last_checkpoint
+
+    found = get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
+    if found is None:
+        raise typer.BadParameter(f"{output_dir} holds no checkpoint yet", param_hint="--resume")
+    return str(found)
+
+
 @train.command("grpo")
 @talks_to_service
 def grpo(
     config: Annotated[Path, typer.Option("--config", exists=True, help="The run's TOML file.")],
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume",
+            metavar="CHECKPOINT|latest",
+            help="Go on from a checkpoint folder (model, optimizer, step, data order), or "
+            "`latest`: the newest checkpoint-* in the config's output_dir.",
+        ),
+    ] = None,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
 ) -> None:
@@ -39,21 +65,23 @@ def grpo(
     --url and --api-key (or their environment variables) override the config's."""
     require_trainer()
     from wander.trainer.config import load_config
-    from wander.trainer.grpo import build_trainer
+    from wander.trainer.grpo import build_trainer, trl_args
     from wander.trainer.models import load
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     try:
         run = load_config(config)
+        trl_args(run)  # the whole [grpo] table, before the model loads
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
+    start = checkpoint(resume, run.output_dir)
     model, tokenizer = load(run.model, tools=run.rollout == "environment_factory")
     with run.client(url, api_key) as client:
         try:
             trainer = build_trainer(run, client, model, tokenizer)
         except ValueError as exc:  # e.g. environment_factory on an environment without tools
             raise typer.BadParameter(str(exc), param_hint="--config") from exc
-        trainer.train()
+        trainer.train(resume_from_checkpoint=start)
     trainer.save_model(run.output_dir)
     tokenizer.save_pretrained(run.output_dir)
     typer.echo(f"Saved to {run.output_dir}")
