@@ -370,3 +370,111 @@ save_strategy = "no"
     config.write_text(config.read_text().replace('"sql"', '"tictactoe"'))
     refused = runner.invoke(cli, command)
     assert refused.exit_code == 2 and "without tools" in refused.output
+
+
+def test_reward_weights_are_the_configs_or_the_environments(
+    service: ServiceProcess, tmp_path: Path
+) -> None:
+    def weights(grpo: dict[str, Any]) -> list[float]:
+        run = GRPORunConfig(url=service.url, output_dir=str(tmp_path), grpo={
+            "num_generations": 2, "generation_batch_size": 4, "per_device_train_batch_size": 4,
+            **grpo,
+        })  # fmt: skip
+        model, tokenizer = load("tiny")
+        with WanderClient(service.url) as client:
+            trainer = build_trainer(run, client, model, tokenizer)
+        return [float(w) for w in trainer.reward_weights]  # what TRL weighs the rewards by
+
+    assert weights({}) == pytest.approx([1.0, 0.2, 1.0])  # tictactoe's: win, format, invalid_move
+    assert weights({"reward_weights": [1.0, 0.0, 3.0]}) == [1.0, 0.0, 3.0]
+    with pytest.raises(ValueError, match=r"2 weights for 3 reward functions \(win, format, inv"):
+        weights({"reward_weights": [1.0, 0.5]})
+
+
+def train_command(config: Path, url: str, tmp_path: Path, max_steps: int, **grpo: Any) -> list[str]:
+    """``wander train grpo`` on the digits environment with the tiny model."""
+    options = "\n".join(f"{key} = {json.dumps(value)}" for key, value in grpo.items())
+    config.write_text(f"""
+model = "tiny"
+env = "digits"
+examples = 8
+run = "{config.stem}"
+output_dir = "{tmp_path / "out"}"
+max_completion_length = 64
+[sampling]
+max_tokens_per_turn = 8
+[grpo]
+num_generations = 4
+generation_batch_size = 8
+per_device_train_batch_size = 8
+max_steps = {max_steps}
+logging_steps = 1
+{options}
+""")
+    return ["train", "grpo", "--config", str(config), "--url", url]
+
+
+def archived(client: WanderClient, run: str, episodes: int) -> int:
+    """How many episodes of ``run`` the archive holds, once it holds ``episodes`` (or
+    after 5 s: the archive writes behind)."""
+    for _ in range(50):
+        if any(r.run == run and r.episodes >= episodes for r in client.runs().runs):
+            break
+        time.sleep(0.1)
+    return client.episodes(run, limit=1).total
+
+
+def test_wander_train_grpo_resumes_from_its_latest_checkpoint(
+    service: ServiceProcess, tmp_path: Path
+) -> None:
+    config = tmp_path / "resumed.toml"
+    runner = CliRunner(env={"COLUMNS": "200"})
+    first = runner.invoke(cli, train_command(config, service.url, tmp_path, 2, save_steps=1))
+    assert first.exit_code == 0, first.output
+    assert sorted(p.name for p in (tmp_path / "out").glob("checkpoint-*")) == [
+        "checkpoint-1", "checkpoint-2"
+    ]  # fmt: skip
+    with WanderClient(service.url) as client:
+        assert archived(client, "resumed", 16) == 16  # 2 steps of 8 episodes
+    command = train_command(config, service.url, tmp_path, 3, save_steps=1)
+    resumed = runner.invoke(cli, [*command, "--resume", "latest"])
+    assert resumed.exit_code == 0, resumed.output
+    state = json.loads((tmp_path / "out" / "checkpoint-3" / "trainer_state.json").read_text())
+    assert state["global_step"] == 3
+    # Steps 1 and 2 come back from the checkpoint; only step 3 played new episodes.
+    assert [entry["step"] for entry in state["log_history"] if "loss" in entry] == [1, 2, 3]
+    with WanderClient(service.url) as client:
+        assert archived(client, "resumed", 24) == 24
+
+
+def test_grpo_evaluates_on_the_eval_split_while_it_trains(
+    service: ServiceProcess, tmp_path: Path
+) -> None:
+    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    run = GRPORunConfig(
+        model="tiny", url=service.url, env="digits", examples=8, run="grpo-eval",
+        eval_examples=3, output_dir=str(tmp_path / "out"), max_completion_length=64,
+        sampling={"max_tokens_per_turn": 8},
+        grpo={
+            "num_generations": 4, "generation_batch_size": 8, "per_device_train_batch_size": 8,
+            "max_steps": 2, "logging_steps": 1, "eval_steps": 1, "num_generations_eval": 2,
+            "per_device_eval_batch_size": 4, "save_strategy": "no",
+        },
+    )  # fmt: skip
+    model, tokenizer = load("tiny")
+    with WanderClient(service.url) as client:
+        trainer = build_trainer(run, client, model, tokenizer)
+        trainer.train()
+        played = archived(client, "grpo-eval-eval", 12)
+        evaluated = client.episodes("grpo-eval-eval", limit=100).episodes
+        trained = client.episodes("grpo-eval", limit=100).episodes
+
+    evaluations = [entry for entry in trainer.state.log_history if "eval_reward" in entry]
+    assert [entry["step"] for entry in evaluations] == [1, 2]
+    for entry in evaluations:
+        assert 0.0 <= entry["eval_rewards/digits/mean"] <= 1.0
+    # Each evaluation played the 3 eval examples twice, on the eval split, under a run
+    # label of its own; training stayed on the train split.
+    assert played == 12 and {e.split for e in evaluated} == {"eval"}
+    assert sorted(e.example for e in evaluated) == sorted([0, 1, 2] * 4)
+    assert {e.split for e in trained} == {"train"} and len(trained) == 16

@@ -2,7 +2,8 @@
 
 Top-level keys describe the run against the service; ``[grpo]`` and ``[peft]``
 pass through to TRL's ``GRPOConfig`` and PEFT's ``LoraConfig`` (any of their
-options), ``[sampling]`` controls each turn's generation. ``rollout`` picks who
+options; ``wander.trainer.grpo.trl_args`` checks ``[grpo]`` as a whole before any
+model loads), ``[sampling]`` controls each turn's generation. ``rollout`` picks who
 plays the episodes: Wander's rollout function (any environment), or TRL's own
 tool loop through ``environment_factory`` (tool environments).
 """
@@ -53,8 +54,47 @@ class GRPORunConfig(BaseModel):
     output_dir: str = "runs/grpo"
     max_completion_length: int = Field(1024, ge=1)
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    eval_examples: int = Field(
+        0,
+        ge=0,
+        description="Examples of `eval_split` played every `[grpo] eval_steps` steps (0: no "
+        "evaluation); TRL logs their rewards as eval_reward and eval_rewards/<component>/mean.",
+    )
+    eval_split: str = "eval"
     grpo: dict[str, Any] = Field(default_factory=dict, description="TRL GRPOConfig options.")
     peft: dict[str, Any] | None = Field(None, description="PEFT LoraConfig options (none: full).")
+
+    @model_validator(mode="after")
+    def _one_sampling(self) -> GRPORunConfig:
+        """``temperature`` and ``top_p`` have one value. TRL's loss divides the logits by
+        ``[grpo] temperature`` while the rollout samples with ``[sampling]``'s: set in one
+        table, the value is the run's; set in both, they must agree."""
+        for name in ("temperature", "top_p"):
+            if name not in self.grpo:
+                continue
+            mine = getattr(self.sampling, name)
+            if name in self.sampling.model_fields_set and mine != self.grpo[name]:
+                raise ValueError(
+                    f"grpo.{name} ({self.grpo[name]}) and sampling.{name} ({mine}) disagree; "
+                    f"set {name} in [sampling] only"
+                )
+            settings = {**self.sampling.model_dump(exclude_unset=True), name: self.grpo[name]}
+            self.sampling = SamplingConfig.model_validate(settings)
+        return self
+
+    @model_validator(mode="after")
+    def _evaluation(self) -> GRPORunConfig:
+        if self.eval_examples and self.rollout == "environment_factory":
+            raise ValueError(
+                'eval_examples is for rollout = "rollout_func"; TRL\'s tool loop '
+                "(environment_factory) plays every row on the training split"
+            )
+        if self.grpo.get("eval_strategy", "no") != "no" and not self.eval_examples:
+            raise ValueError(
+                f"grpo.eval_strategy is {self.grpo['eval_strategy']!r} but eval_examples is 0: "
+                f"set how many examples of the {self.eval_split!r} split to evaluate on"
+            )
+        return self
 
     @model_validator(mode="after")
     def _stratified_batches(self) -> GRPORunConfig:

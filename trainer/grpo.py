@@ -3,6 +3,8 @@ function or by TRL's own tool loop (``rollout`` in the config)."""
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,6 +47,68 @@ CISPO_EPSILON_HIGH = 5.0
 a fifth of the learning rate. 5.0 is the value TRL's docs recommend (ScaleRL)."""
 
 
+def trl_args(run: GRPORunConfig) -> Any:
+    """The run's TRL ``GRPOConfig``: Wander's defaults, then the ``[grpo]`` table.
+
+    Built (so checked whole, as TRL checks it) before any model loads: a mistyped
+    option is a configuration error at once, not a failure after the model has
+    loaded. ``reward_weights`` are left to ``build_trainer``, which knows the
+    environment's reward components.
+    """
+    from trl import GRPOConfig
+
+    known = {f.name for f in dataclasses.fields(GRPOConfig) if f.init}
+    for name in run.grpo.keys() - known:
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"[grpo] {name!r} is not an option of TRL's GRPOConfig{hint}")
+    options = {
+        "output_dir": run.output_dir,
+        "max_completion_length": run.max_completion_length,
+        "temperature": run.sampling.temperature,
+        "top_p": run.sampling.top_p,
+        "shuffle_dataset": False,  # the order below keeps batches stratified
+        "report_to": "none",
+        **({"eval_strategy": "steps"} if run.eval_examples else {}),
+        **device_defaults(),
+        **run.grpo,
+    }
+    if options.get("loss_type") == "cispo":
+        options.setdefault("epsilon_high", CISPO_EPSILON_HIGH)
+    try:
+        return GRPOConfig(**options)
+    except ValueError as exc:
+        raise ValueError(f"[grpo] {exc}") from exc
+
+
+def reward_weights(run: GRPORunConfig, plan: RolloutPlan) -> list[float]:
+    """``[grpo] reward_weights``, one per reward function, or the plan's (the
+    environment's weights) where the table sets none."""
+    weights = run.grpo.get("reward_weights")
+    if weights is None:
+        return plan.reward_weights
+    names = [function.__name__ for function in plan.reward_funcs]
+    if len(weights) != len(names):
+        raise ValueError(
+            f"[grpo] reward_weights has {len(weights)} weights for {len(names)} reward "
+            f"functions ({', '.join(names)}; the environment's weights: {plan.reward_weights})"
+        )
+    return [float(weight) for weight in weights]
+
+
+@dataclass(frozen=True)
+class ByMode:
+    """``rollout_func`` for a trainer that evaluates too: TRL hands its evaluation
+    batches to the same function, and they are played on the evaluation split."""
+
+    train: WanderRollout
+    evaluation: WanderRollout
+
+    def __call__(self, prompts: list[list[dict[str, Any]]], trainer: Any = None) -> dict[str, Any]:
+        training = trainer is None or trainer.model.training
+        return (self.train if training else self.evaluation)(prompts, trainer)
+
+
 @dataclass(frozen=True)
 class RolloutPlan:
     """How a run plays the service, as TRL is handed it: the reward functions and
@@ -61,24 +125,29 @@ def rollout_func_plan(run: GRPORunConfig, client: WanderClient, tokenizer: Any) 
     """Wander's rollout function plays the episodes; one reward function per score
     component, with the environment's weight."""
     components = client.environment(run.env).reward_components
-    rollout = WanderRollout(
-        client,
-        run.env,
-        tokenizer,
-        [c.name for c in components],
-        config=run.env_config,
-        split=run.split,
-        run=run.run,
-        sampling=Sampling(
-            run.sampling.max_tokens_per_turn, run.sampling.temperature, run.sampling.top_p
-        ),
-        max_completion_length=run.max_completion_length,
-    )
+
+    def rollout(split: str, label: str | None) -> WanderRollout:
+        return WanderRollout(
+            client,
+            run.env,
+            tokenizer,
+            [c.name for c in components],
+            config=run.env_config,
+            split=split,
+            run=label,
+            sampling=Sampling(
+                run.sampling.max_tokens_per_turn, run.sampling.temperature, run.sampling.top_p
+            ),
+            max_completion_length=run.max_completion_length,
+        )
+
+    train = rollout(run.split, run.run)
+    evaluation = rollout(run.eval_split, f"{run.run}-eval" if run.run else None)
     return RolloutPlan(
         [reward_function(c.name) for c in components],
         [c.weight for c in components],
         lambda example: {"prompt": example_prompt(example)},
-        {"rollout_func": rollout},
+        {"rollout_func": ByMode(train, evaluation) if run.eval_examples else train},
     )
 
 
@@ -96,27 +165,17 @@ def environment_factory_plan(run: GRPORunConfig, client: WanderClient) -> Rollou
 
 
 def build_trainer(run: GRPORunConfig, client: WanderClient, model: Any, tokenizer: Any) -> Any:
+    """TRL's ``GRPOTrainer`` for the run, its examples in stratified order; with
+    ``eval_examples``, the first examples of ``eval_split`` to evaluate on."""
     from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
+    args = trl_args(run)
     if run.rollout == "environment_factory":
         plan = environment_factory_plan(run, client)
     else:
         plan = rollout_func_plan(run, client, tokenizer)
-    options = {
-        "output_dir": run.output_dir,
-        "max_completion_length": run.max_completion_length,
-        "temperature": run.sampling.temperature,
-        "top_p": run.sampling.top_p,
-        "shuffle_dataset": False,  # the order below keeps batches stratified
-        "report_to": "none",
-        **device_defaults(),
-        **run.grpo,
-        "reward_weights": plan.reward_weights,
-    }
-    if options.get("loss_type") == "cispo":
-        options.setdefault("epsilon_high", CISPO_EPSILON_HIGH)
-    args = GRPOConfig(**options)
+    args.reward_weights = reward_weights(run, plan)
     groups = args.generation_batch_size // args.num_generations
     order = stratified_order(run.examples, groups, args.seed)
     peft_config = None
@@ -129,6 +188,11 @@ def build_trainer(run: GRPORunConfig, client: WanderClient, model: Any, tokenize
         reward_funcs=plan.reward_funcs,
         args=args,
         train_dataset=Dataset.from_list([plan.row(i) for i in order]),
+        eval_dataset=(
+            Dataset.from_list([plan.row(i) for i in range(run.eval_examples)])
+            if run.eval_examples
+            else None
+        ),
         processing_class=tokenizer,
         peft_config=peft_config,
         **plan.generation,

@@ -41,6 +41,46 @@ def _example(prompt: Sequence[dict[str, Any]]) -> int:
     return int(json.loads(prompt[-1]["content"])["wander_example"])
 
 
+def episode_groups(
+    examples: Sequence[int], size: int | None, process: int = 0, processes: int = 1
+) -> list[tuple[int, int]]:
+    """``(example, episodes)`` for each episode group of a batch's examples.
+
+    TRL computes a GRPO group's advantages over ``size`` (``num_generations``)
+    consecutive completions of the whole batch, which ``processes`` processes hold
+    equal parts of, in order; each such window must hold one example, repeated,
+    or the advantages compare episodes of different examples, silently. A window
+    cut by a process boundary is the part this process holds. ``size`` None (no
+    trainer): each run of identical examples is one group.
+    """
+    if size is None:
+        return [(example, len(list(run))) for example, run in itertools.groupby(examples)]
+    if len(examples) * processes % size:
+        raise ValueError(
+            f"a batch of {len(examples)} x {processes} prompts is not groups of "
+            f"num_generations = {size}"
+        )
+    offset = process * len(examples)
+    windows = itertools.groupby(enumerate(examples), key=lambda item: (offset + item[0]) // size)
+    groups = [[example for _, example in window] for _, window in windows]
+    for group in groups:
+        if len(set(group)) > 1:
+            raise ValueError(
+                f"examples {sorted(set(group))} share a group of num_generations = {size}: "
+                "rollout_func expects each prompt repeated num_generations times in a row"
+            )
+    return [(group[0], len(group)) for group in groups]
+
+
+def batch_layout(trainer: Any) -> tuple[int | None, int, int]:
+    """``episode_groups``' ``size, process, processes`` for the batch ``trainer`` hands
+    over: its group size in training or in evaluation, and this process's place."""
+    if trainer is None:
+        return None, 0, 1
+    size = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
+    return size, trainer.accelerator.process_index, trainer.accelerator.num_processes
+
+
 def render(tokenizer: Any, messages: Sequence[dict[str, Any]], generation_prompt: bool) -> str:
     return str(
         tokenizer.apply_chat_template(
@@ -124,7 +164,8 @@ class WanderRollout:
 
     def __call__(self, prompts: list[list[dict[str, Any]]], trainer: Any = None) -> dict[str, Any]:
         backend = self.backend_for(trainer)
-        trajectories = self._start([_example(prompt) for prompt in prompts])
+        examples = [_example(prompt) for prompt in prompts]
+        trajectories = self._start(episode_groups(examples, *batch_layout(trainer)))
         while live := [t for t in trajectories if t.live]:
             generations = backend.generate([t.prompt_ids + t.completion_ids for t in live])
             texts = self.tokenizer.batch_decode(
@@ -152,16 +193,16 @@ class WanderRollout:
             output[name] = [score.components[name] for score in scores]
         return output
 
-    def _start(self, examples: list[int]) -> list[Trajectory]:
-        """One episode group per run of identical examples (the trainer's repeats)."""
+    def _start(self, groups: list[tuple[int, int]]) -> list[Trajectory]:
+        """One episode group per GRPO group (``episode_groups``)."""
         trajectories: list[Trajectory] = []
-        for example, run in itertools.groupby(examples):
+        for example, n in groups:
             group = self.client.create(
                 self.env,
                 config=self.config,
                 split=self.split,
                 example=example,
-                n=len(list(run)),
+                n=n,
                 run=self.run,
             )
             for episode in group:

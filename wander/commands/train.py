@@ -28,10 +28,36 @@ def require_trainer() -> None:
         ) from exc
 
 
+def checkpoint(resume: str | None, output_dir: str) -> str | None:
+    """The checkpoint ``--resume`` names: a folder, or ``latest``, the newest
+    ``checkpoint-*`` of the run's ``output_dir``; checked before anything loads."""
+    if resume is None:
+        return None
+    if resume != "latest":
+        if not (Path(resume) / "trainer_state.json").is_file():
+            raise typer.BadParameter(f"{resume} is not a checkpoint folder", param_hint="--resume")
+        return resume
+    from transformers.trainer_utils import get_last_checkpoint
+
+    found = get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
+    if found is None:
+        raise typer.BadParameter(f"{output_dir} holds no checkpoint yet", param_hint="--resume")
+    return str(found)
+
+
 @train.command("grpo")
 @talks_to_service
 def grpo(
     config: Annotated[Path, typer.Option("--config", exists=True, help="The run's TOML file.")],
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume",
+            metavar="CHECKPOINT|latest",
+            help="Go on from a checkpoint folder (model, optimizer, step, data order), or "
+            "`latest`: the newest checkpoint-* in the config's output_dir.",
+        ),
+    ] = None,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
 ) -> None:
@@ -39,21 +65,23 @@ def grpo(
     --url and --api-key (or their environment variables) override the config's."""
     require_trainer()
     from wander.trainer.config import load_config
-    from wander.trainer.grpo import build_trainer
+    from wander.trainer.grpo import build_trainer, trl_args
     from wander.trainer.models import load
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     try:
         run = load_config(config)
+        trl_args(run)  # the whole [grpo] table, before the model loads
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
+    start = checkpoint(resume, run.output_dir)
     model, tokenizer = load(run.model, tools=run.rollout == "environment_factory")
     with run.client(url, api_key) as client:
         try:
             trainer = build_trainer(run, client, model, tokenizer)
         except ValueError as exc:  # e.g. environment_factory on an environment without tools
             raise typer.BadParameter(str(exc), param_hint="--config") from exc
-        trainer.train()
+        trainer.train(resume_from_checkpoint=start)
     trainer.save_model(run.output_dir)
     tokenizer.save_pretrained(run.output_dir)
     typer.echo(f"Saved to {run.output_dir}")
@@ -68,8 +96,20 @@ def sft(
     learning_rate: Annotated[float, typer.Option(min=0.0)] = 2e-5,
     batch_size: Annotated[int, typer.Option(min=1)] = 8,
     max_steps: Annotated[int, typer.Option(help="Overrides epochs when > 0.")] = -1,
+    chat_template: Annotated[
+        Path | None,
+        typer.Option(
+            "--chat-template",
+            exists=True,
+            dir_okay=False,
+            help="A Jinja chat template to train with, its assistant turns inside "
+            "{% generation %}...{% endgeneration %} (for a model whose template lacks the "
+            "markers and has no training copy in TRL).",
+        ),
+    ] = None,
 ) -> None:
-    """Supervised warm-up on chat transcripts (TRL SFTTrainer)."""
+    """Supervised warm-up on chat transcripts (TRL SFTTrainer), the loss on the
+    assistant's turns only."""
     require_trainer()
     from wander.trainer.models import load
     from wander.trainer.sft import build_trainer, load_transcripts
@@ -84,7 +124,12 @@ def sft(
         "learning_rate": learning_rate, "per_device_train_batch_size": batch_size,
         "logging_steps": 10,
     }  # fmt: skip
-    trainer = build_trainer(rows, policy, tokenizer, options)
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template.read_text("utf-8")
+    try:
+        trainer = build_trainer(rows, policy, tokenizer, options)
+    except ValueError as exc:  # a chat template that cannot mark the assistant's turns
+        raise typer.BadParameter(str(exc), param_hint="--chat-template / --model") from exc
     trainer.train()
     trainer.save_model(str(output_dir))
     tokenizer.save_pretrained(str(output_dir))
