@@ -98,6 +98,13 @@ class Settings(BaseSettings):
         description="Log who created, stepped, deleted or exported what (logger "
         "`wander.service.audit`: tenant and key id, never the key).",
     )
+    ws_compression: bool = Field(
+        False,
+        description="Compress WebSocket frames (permessage-deflate) when a client offers it. "
+        "Off by default: an observation is a few KB of JSON, and deflating every frame on "
+        "both ends cost a fifth of the service's CPU per OpenEnv step (bench/README.md); "
+        "turn it on for clients on slow links.",
+    )
     access_log: bool = Field(
         False, description="Log every request (costs a tenth of the throughput)."
     )

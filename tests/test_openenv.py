@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,6 +19,7 @@ from websockets.asyncio.client import ClientConnection
 
 from tests.agents import answer
 from tests.helpers import error_of
+from wander.service.archive.migrations import upgrade
 from wander.testing import ServiceProcess
 
 TICTACTOE = "/openenv/tictactoe"
@@ -352,6 +354,27 @@ async def test_close_only_detaches_and_any_url_form_reattaches(live: ServiceProc
         assert reattached["data"]["observation"]["messages"] == stored["messages"]
         assert reattached["data"]["metadata"]["turn"] == stored["turn"]
         assert reattached["data"]["done"] is stored["done"]
+
+
+async def test_frames_are_compressed_only_when_the_setting_says(
+    live: ServiceProcess, tmp_path: Path
+) -> None:
+    """websockets offers permessage-deflate; the service declines it unless
+    WANDER_WS_COMPRESSION is on (deflating every frame cost a fifth of a step's CPU)."""
+    async with socket(live, f"{TICTACTOE}/ws") as ws:
+        assert ws.protocol.extensions == []
+        assert (await call(ws, {"type": "reset", "data": {}}))["type"] == "observation"
+    database = f"sqlite:///{tmp_path}/archive.db"
+    upgrade(database)
+    compressing = ServiceProcess(
+        {"WANDER_DATABASE_URL": database, "WANDER_REDIS_URL": "", "WANDER_WS_COMPRESSION": "true"}
+    ).start()
+    try:
+        async with socket(compressing, f"{TICTACTOE}/ws") as ws:
+            assert [e.name for e in ws.protocol.extensions] == ["permessage-deflate"]
+            assert (await call(ws, {"type": "reset", "data": {}}))["type"] == "observation"
+    finally:
+        compressing.stop()
 
 
 async def test_a_resent_step_is_applied_once(live: ServiceProcess) -> None:

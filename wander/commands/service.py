@@ -69,6 +69,7 @@ def serve(
         log_level=settings.log_level,
         access_log=settings.access_log,
         log_config=None,  # the service logs JSON itself (service.logs)
+        ws_per_message_deflate=settings.ws_compression,
     )
 
 

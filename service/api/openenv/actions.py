@@ -37,7 +37,9 @@ class ListTools:
 class Reply:
     """One step: the assistant message the engine applies."""
 
-    message: AssistantMessage
+    message: AssistantMessage | str
+    """The message, or (the common case) its text alone: the engine makes that the
+    assistant's message without a model to validate and dump."""
     tool_name: str | None = None
     """Set for a ``call_tool`` action: its answer then names the tool and its result."""
 
@@ -63,6 +65,8 @@ def parse_action(data: dict[str, Any], has_tools: bool) -> ListTools | Reply:
             )  # fmt: skip
         calls = data.get("tool_calls")
         content = data.get("content")
+        if calls is None and isinstance(content, str) and "\0" not in content:
+            return Reply(content)  # a plain reply, every step of a game: nothing to validate
         if not (content is None and calls):
             content = as_text(content)
         return Reply(_message({"content": content, "tool_calls": calls}))

@@ -114,8 +114,10 @@ async def answer(session: Session, raw: str | bytes) -> Frame | None:
                 reset = ResetFrame.model_validate(message)
                 return {"type": "observation", "data": await session.reset(reset.data)}
             case "step":
-                step = StepFrame.model_validate(message)
-                return {"type": "observation", "data": await session.step(step.data)}
+                data = message.get("data")
+                if not (isinstance(data, dict) and len(message) == 2):  # else: say what is wrong
+                    data = StepFrame.model_validate(message).data
+                return {"type": "observation", "data": await session.step(data)}
             case "state":
                 StateFrame.model_validate(message)
                 return {"type": "state", "data": await session.state()}
