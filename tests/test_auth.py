@@ -302,6 +302,28 @@ async def test_audit_lines_name_the_tenant_and_key_id_never_the_key(
     assert SECRETS["alpha-agent"] not in json.dumps(lines, default=str)
 
 
+async def test_openenv_audit_lines_name_the_episode_created_or_played(
+    wander: tuple[FastAPI, httpx.AsyncClient], audit_lines: list[logging.LogRecord]
+) -> None:
+    """OpenEnv's routes carry the episode in the body or create it: the path does not
+    say which, so the line must."""
+    _, api = wander
+    agent = bearer("alpha-agent")
+    reset = await api.post("/openenv/tictactoe/reset", json={"seed": 1}, headers=agent)
+    episode_id = reset.json()["observation"]["metadata"]["episode_id"]
+    step = {"action": {"content": "<move>1</move>"}, "episode_id": episode_id}
+    assert (await api.post("/openenv/tictactoe/step", json=step, headers=agent)).is_success
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "move", "episode_id": episode_id}}  # fmt: skip
+    await api.post("/openenv/tictactoe/mcp", json=call, headers=agent)
+    lines = [record.__dict__ for record in audit_lines]
+    assert [(line["route"].rsplit("/", 1)[1], line.get("episode_ids")) for line in lines] == [
+        ("reset", [episode_id]),
+        ("step", [episode_id]),
+        ("mcp", [episode_id]),
+    ]
+
+
 async def test_key_use_is_counted_per_key_in_metrics(
     wander: tuple[FastAPI, httpx.AsyncClient],
 ) -> None:

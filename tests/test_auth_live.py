@@ -236,6 +236,25 @@ async def test_websocket_sessions_need_a_key_and_see_only_their_tenant(
         answer = json.loads(await other.recv())
     assert answer["type"] == "error"
     assert answer["data"]["error"]["code"] == "episode_not_found"
+    # Nor can a reset frame reattach to it.
+    async with websockets.connect(ws, additional_headers=auth(keys.flood)) as other:
+        await other.send(json.dumps({"type": "reset", "data": {"episode_id": episode_id}}))
+        answer = json.loads(await other.recv())
+    assert answer["data"]["error"]["code"] == "episode_not_found"
+    # A session is one audit line, written when it closes: it names the episodes it played.
+    deadline = time.monotonic() + 10
+    while not (sessions := audit_lines(server, "/openenv/{env:path}/ws")):
+        assert time.monotonic() < deadline, server.logs()
+        await asyncio.sleep(0.05)
+    assert sessions[0]["episode_ids"] == [episode_id]
+    assert sessions[0]["status"] == 101 and sessions[0]["tenant"] == "calm"
+
+
+def audit_lines(server: ServiceProcess, route: str) -> list[dict[str, object]]:
+    """The server's audit lines of ``route`` so far, oldest first."""
+    lines = [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
+    return [line for line in lines
+            if line.get("logger") == "wander.service.audit" and line["route"] == route]  # fmt: skip
 
 
 async def test_a_revoked_key_is_refused_within_the_cache_time(
