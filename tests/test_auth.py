@@ -189,12 +189,17 @@ async def test_another_tenants_episode_is_an_unknown_one_on_every_route(
                 json={"action": {"content": "<move>1</move>"}, "episode_id": episode_id},
                 headers=beta,
             ),
+            await api.post(
+                "/openenv/tictactoe/reset", json={"episode_id": episode_id}, headers=beta
+            ),
         ]
         found = [_not_found(response, episode_id) for response in responses]
         item = (await api.post("/v1/step", json=batch, headers=beta)).json()["results"][0]
-        found.append(
-            {**item["error"], "message": item["error"]["message"].replace(episode_id, "ID")}
-        )
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "move", "episode_id": episode_id}}  # fmt: skip
+        mcp = (await api.post("/openenv/tictactoe/mcp", json=call, headers=beta)).json()
+        for error in (item["error"], mcp["error"]["data"]):
+            found.append({**error, "message": error["message"].replace(episode_id, "ID")})
         return found
 
     assert await answers(theirs) == await answers(UNKNOWN_ID)
@@ -205,6 +210,34 @@ async def test_another_tenants_episode_is_an_unknown_one_on_every_route(
     assert played.status_code == 200, played.text
     record = (await api.get(f"/v1/episodes/{theirs}", headers=bearer("ops-admin"))).json()
     assert (record["tenant"], record["turn"], record["status"]) == ("alpha", 1, "active")
+
+
+async def test_an_admin_reaches_every_tenants_episode_on_every_route(
+    wander: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    _, api = wander
+    alpha, admin = bearer("alpha-agent"), bearer("ops-admin")
+    created = await api.post("/v1/episodes", json={"env": "tictactoe", "seed": 3}, headers=alpha)
+    theirs = created.json()["episodes"][0]["id"]
+    moves = [
+        api.post(f"/v1/episodes/{theirs}/step", json={"action": "<move>0</move>", "turn": 0},
+                 headers=admin),
+        api.post("/v1/step", json={"steps": [{"episode_id": theirs, "turn": 1,
+                                              "action": "<move>1</move>"}]}, headers=admin),
+        api.post("/openenv/tictactoe/step", headers=admin, json={
+            "action": {"content": "<move>2</move>"}, "episode_id": theirs, "turn": 2}),
+    ]  # fmt: skip
+    for move in moves:
+        answer = await move
+        assert answer.status_code == 200, answer.text
+        assert "error" not in answer.text, answer.text
+    score = await api.get(f"/v1/episodes/{theirs}/score?partial=true", headers=admin)
+    assert score.status_code == 200, score.text
+    state = await api.get(f"/openenv/tictactoe/state?episode_id={theirs}", headers=admin)
+    assert state.json()["step_count"] == 3
+    assert (await api.delete(f"/v1/episodes/{theirs}", headers=admin)).status_code == 204
+    record = (await api.get(f"/v1/episodes/{theirs}", headers=alpha)).json()
+    assert (record["tenant"], record["turn"], record["status"]) == ("alpha", 3, "aborted")
 
 
 async def test_runs_are_per_tenant_and_an_admin_sees_all(
@@ -237,10 +270,18 @@ async def test_runs_are_per_tenant_and_an_admin_sees_all(
     exports = [(r.__dict__["tenant"], r.__dict__["key_id"]) for r in audit_lines
                if r.__dict__.get("exported") == "eval"]  # fmt: skip
     assert exports == [("alpha", "env-alpha-trainer-2"), ("beta", "env-beta-trainer-4")]
-    admin = (await api.get("/v1/runs", headers=bearer("ops-admin"))).json()
-    assert sorted((r["run"], r["tenant"]) for r in admin["runs"]) == [
+    admin = bearer("ops-admin")
+    listed = (await api.get("/v1/runs", headers=admin)).json()
+    assert sorted((r["run"], r["tenant"]) for r in listed["runs"]) == [
         ("eval", "alpha"), ("eval", "beta")
     ]  # fmt: skip
+    # An admin's summary and export of a label cover every tenant that used it.
+    summary = (await api.get("/v1/runs/eval", headers=admin)).json()
+    assert (summary["tenant"], summary["episodes"]) == (None, 4)
+    page = (await api.get("/v1/runs/eval/episodes", headers=admin)).json()
+    assert sorted(e["tenant"] for e in page["episodes"]) == ["alpha", "alpha", "beta", "beta"]
+    export = await api.get("/v1/runs/eval/episodes?format=jsonl", headers=admin)
+    assert len(export.text.splitlines()) == 4
 
 
 async def test_a_run_of_another_tenant_is_not_found(
