@@ -250,6 +250,24 @@ async def test_websocket_sessions_need_a_key_and_see_only_their_tenant(
     assert sessions[0]["status"] == 101 and sessions[0]["tenant"] == "calm"
 
 
+async def test_each_websocket_frame_spends_the_keys_rate_limit(
+    server: ServiceProcess, keys: Keys
+) -> None:
+    """A session is not a way around the limit: each frame is a request, as each HTTP
+    step is, and one over the limit is answered with ``rate_limited`` (the session goes on)."""
+    ws = server.url.replace("http", "ws") + "/openenv/tictactoe/ws"
+    async with websockets.connect(ws, additional_headers=auth(keys.flood)) as session:
+        started = time.monotonic()
+        for _ in range(40):
+            await session.send('{"type": "reset", "data": {"seed": 1}}')
+        answers = [json.loads(await session.recv()) for _ in range(40)]
+        elapsed = time.monotonic() - started
+    codes = [a["data"]["error"]["code"] if a["type"] == "error" else "ok" for a in answers]
+    served = codes.count("ok")
+    assert set(codes) == {"ok", "rate_limited"}, codes
+    assert served <= 20 + 20 * elapsed + 1, (served, elapsed)  # burst + rate x time
+
+
 def audit_lines(server: ServiceProcess, route: str) -> list[dict[str, object]]:
     """The server's audit lines of ``route`` so far, oldest first."""
     lines = [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
