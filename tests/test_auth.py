@@ -17,7 +17,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.helpers import error_of, service
+from tests.helpers import asgi_client, error_of, service
+from wander.service.app import create_app
 from wander.service.settings import Settings
 
 KEYS = {
@@ -145,6 +146,22 @@ async def test_roles_reach_what_they_may(wander: tuple[FastAPI, httpx.AsyncClien
             assert response.status_code == status, (path, name, response.text)
             if status == 403:
                 assert error_of(response)["code"] == "forbidden"
+
+
+async def test_roles_hold_under_a_root_path(settings: Settings) -> None:
+    """Served under a prefix (``uvicorn --root-path``, or mounted in another app), the
+    paths the service sees start with it: the role a route needs is still its own."""
+    async with asgi_client(create_app(keyed(settings)), root_path="/wander") as api:
+        agent, trainer = bearer("alpha-agent"), bearer("alpha-trainer")
+        for path in ("/wander/metrics", "/wander/v1/admin/keys", "/wander/v1/runs"):
+            refused = await api.get(path, headers=agent)
+            assert refused.status_code == 403, (path, refused.text)
+        admin = {"tenant": "alpha", "role": "admin"}
+        refused = await api.post("/wander/v1/admin/keys", json=admin, headers=agent)
+        assert refused.status_code == 403, refused.text
+        assert (await api.get("/wander/v1/runs", headers=trainer)).status_code == 200
+        assert (await api.get("/wander/v1/environments")).status_code == 401
+        assert (await api.get("/wander/healthz")).status_code == 200
 
 
 async def test_a_key_also_works_as_basic_auth_password(
