@@ -347,16 +347,19 @@ async def test_audit_lines_name_the_tenant_and_key_id_never_the_key(
     ]
     await api.post(f"/v1/episodes/{episode['id']}/step", json={"action": "<move>1</move>"},
                    headers=agent)  # fmt: skip
+    batch = {"steps": [{"episode_id": episode["id"], "action": "<move>2</move>"}]}
+    await api.post("/v1/step", json=batch, headers=agent)
     await api.delete(f"/v1/episodes/{episode['id']}", headers=agent)
     await api.get("/v1/runs", headers=agent)  # forbidden: refused before any route
     lines = [record.__dict__ for record in audit_lines]
     assert [(line["method"], line["route"], line["status"]) for line in lines] == [
         ("POST", "/v1/episodes", 201),
         ("POST", "/v1/episodes/{episode_id}/step", 200),
+        ("POST", "/v1/step", 200),
         ("DELETE", "/v1/episodes/{episode_id}", 204),
     ]
     assert {(line["tenant"], line["key_id"]) for line in lines} == {("alpha", "env-alpha-agent-1")}
-    assert lines[0]["episode_ids"] == [episode["id"]]
+    assert lines[0]["episode_ids"] == lines[2]["episode_ids"] == [episode["id"]]
     assert SECRETS["alpha-agent"] not in json.dumps(lines, default=str)
 
 
