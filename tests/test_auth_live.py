@@ -291,17 +291,24 @@ async def test_a_revoked_key_is_refused_within_the_cache_time(
     assert error_of(response)["code"] == "unauthorized"
 
 
-def test_an_open_service_on_a_public_address_warns_loudly(sqlite_url: str) -> None:
+@pytest.mark.parametrize(
+    ("host", "keys", "warns"),
+    [("0.0.0.0", "", True), ("127.0.0.1", "", False), ("0.0.0.0", "team:admin:k3y", False)],
+)
+def test_an_open_service_on_a_public_address_warns_loudly(
+    sqlite_url: str, host: str, keys: str, warns: bool
+) -> None:
     upgrade(sqlite_url)
     process = ServiceProcess(
-        {"WANDER_DATABASE_URL": sqlite_url, "WANDER_REDIS_URL": ""},
-        ("serve", "--host", "0.0.0.0"),
+        {"WANDER_DATABASE_URL": sqlite_url, "WANDER_REDIS_URL": "", "WANDER_API_KEYS": keys},
+        ("serve", "--host", host),
     ).start()
     try:
         said = process.logs()
     finally:
         process.stop()
-    assert "WARNING: no API key is configured and the service listens on 0.0.0.0" in said
+    warning = f"WARNING: no API key is configured and the service listens on {host}"
+    assert (warning in said) is warns, said
 
 
 def test_serve_stops_at_start_on_settings_it_cannot_apply(sqlite_url: str) -> None:
