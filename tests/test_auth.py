@@ -423,11 +423,16 @@ def test_keys_the_service_cannot_apply_stop_it(keys: str, auth: str | None, says
     assert "s3cret" not in str(raised.value)  # nor is the setting, in the error or a traceback
 
 
-def test_keys_required_follows_the_settings() -> None:
+def test_keys_required_follows_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not Settings().requires_keys
     assert Settings(api_keys="a:agent:k").requires_keys
     assert Settings(auth="keys").requires_keys
     assert not Settings(api_keys=" ").requires_keys
+    # Empty, as compose passes a variable that is not set (`${WANDER_AUTH:-}`): unset.
+    monkeypatch.setenv("WANDER_AUTH", "")
+    assert not Settings().requires_keys
+    monkeypatch.setenv("WANDER_API_KEYS", "a:agent:k")
+    assert Settings().requires_keys
 
 
 async def test_a_keyed_service_with_no_key_refuses_everyone(sqlite_url: str) -> None:
