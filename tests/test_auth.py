@@ -1,7 +1,7 @@
 """API keys, roles and tenants on every route (issue 22), on both stores, through ASGI.
 
 Keys come from ``WANDER_API_KEYS`` here; ``test_keys.py`` covers the archive's keys and
-their CLI, ``test_quotas.py`` rate limits and quotas against a real server.
+their CLI, ``test_auth_live.py`` rate limits and quotas against a real server.
 """
 
 from __future__ import annotations
