@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, Self
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -109,6 +109,12 @@ class Settings(BaseSettings):
         False, description="Log every request (costs a tenth of the throughput)."
     )
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+
+    @field_validator("auth", mode="before")
+    @classmethod
+    def _empty_auth_is_unset(cls, value: object) -> object:
+        """``WANDER_AUTH=`` is unset: what compose passes for a variable nobody set."""
+        return None if value == "" else value
 
     @model_validator(mode="after")
     def _keys_apply(self) -> Self:

@@ -45,12 +45,15 @@ def logged(caplog: pytest.LogCaptureFixture, name: str) -> Iterator[None]:
 
 
 @asynccontextmanager
-async def asgi_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    """``app`` started (its lifespan run), and a client that reaches it through ASGI."""
+async def asgi_client(app: FastAPI, root_path: str = "") -> AsyncIterator[httpx.AsyncClient]:
+    """``app`` started (its lifespan run), and a client that reaches it through ASGI
+    (served under ``root_path`` as ``uvicorn --root-path`` serves it: the requests' paths
+    start with it)."""
     async with (
         LifespanManager(app, shutdown_timeout=30) as manager,
         httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=manager.app), base_url="http://wander.test"
+            transport=httpx.ASGITransport(app=manager.app, root_path=root_path),
+            base_url="http://wander.test",
         ) as client,
     ):
         yield client

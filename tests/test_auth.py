@@ -1,7 +1,7 @@
 """API keys, roles and tenants on every route (issue 22), on both stores, through ASGI.
 
 Keys come from ``WANDER_API_KEYS`` here; ``test_keys.py`` covers the archive's keys and
-their CLI, ``test_quotas.py`` rate limits and quotas against a real server.
+their CLI, ``test_auth_live.py`` rate limits and quotas against a real server.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.helpers import error_of, service
+from tests.helpers import asgi_client, error_of, service
+from wander.service.app import create_app
 from wander.service.settings import Settings
 
 KEYS = {
@@ -147,6 +148,22 @@ async def test_roles_reach_what_they_may(wander: tuple[FastAPI, httpx.AsyncClien
                 assert error_of(response)["code"] == "forbidden"
 
 
+async def test_roles_hold_under_a_root_path(settings: Settings) -> None:
+    """Served under a prefix (``uvicorn --root-path``, or mounted in another app), the
+    paths the service sees start with it: the role a route needs is still its own."""
+    async with asgi_client(create_app(keyed(settings)), root_path="/wander") as api:
+        agent, trainer = bearer("alpha-agent"), bearer("alpha-trainer")
+        for path in ("/wander/metrics", "/wander/v1/admin/keys", "/wander/v1/runs"):
+            refused = await api.get(path, headers=agent)
+            assert refused.status_code == 403, (path, refused.text)
+        admin = {"tenant": "alpha", "role": "admin"}
+        refused = await api.post("/wander/v1/admin/keys", json=admin, headers=agent)
+        assert refused.status_code == 403, refused.text
+        assert (await api.get("/wander/v1/runs", headers=trainer)).status_code == 200
+        assert (await api.get("/wander/v1/environments")).status_code == 401
+        assert (await api.get("/wander/healthz")).status_code == 200
+
+
 async def test_a_key_also_works_as_basic_auth_password(
     wander: tuple[FastAPI, httpx.AsyncClient],
 ) -> None:
@@ -189,12 +206,17 @@ async def test_another_tenants_episode_is_an_unknown_one_on_every_route(
                 json={"action": {"content": "<move>1</move>"}, "episode_id": episode_id},
                 headers=beta,
             ),
+            await api.post(
+                "/openenv/tictactoe/reset", json={"episode_id": episode_id}, headers=beta
+            ),
         ]
         found = [_not_found(response, episode_id) for response in responses]
         item = (await api.post("/v1/step", json=batch, headers=beta)).json()["results"][0]
-        found.append(
-            {**item["error"], "message": item["error"]["message"].replace(episode_id, "ID")}
-        )
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "move", "episode_id": episode_id}}  # fmt: skip
+        mcp = (await api.post("/openenv/tictactoe/mcp", json=call, headers=beta)).json()
+        for error in (item["error"], mcp["error"]["data"]):
+            found.append({**error, "message": error["message"].replace(episode_id, "ID")})
         return found
 
     assert await answers(theirs) == await answers(UNKNOWN_ID)
@@ -205,6 +227,34 @@ async def test_another_tenants_episode_is_an_unknown_one_on_every_route(
     assert played.status_code == 200, played.text
     record = (await api.get(f"/v1/episodes/{theirs}", headers=bearer("ops-admin"))).json()
     assert (record["tenant"], record["turn"], record["status"]) == ("alpha", 1, "active")
+
+
+async def test_an_admin_reaches_every_tenants_episode_on_every_route(
+    wander: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    _, api = wander
+    alpha, admin = bearer("alpha-agent"), bearer("ops-admin")
+    created = await api.post("/v1/episodes", json={"env": "tictactoe", "seed": 3}, headers=alpha)
+    theirs = created.json()["episodes"][0]["id"]
+    moves = [
+        api.post(f"/v1/episodes/{theirs}/step", json={"action": "<move>0</move>", "turn": 0},
+                 headers=admin),
+        api.post("/v1/step", json={"steps": [{"episode_id": theirs, "turn": 1,
+                                              "action": "<move>1</move>"}]}, headers=admin),
+        api.post("/openenv/tictactoe/step", headers=admin, json={
+            "action": {"content": "<move>2</move>"}, "episode_id": theirs, "turn": 2}),
+    ]  # fmt: skip
+    for move in moves:
+        answer = await move
+        assert answer.status_code == 200, answer.text
+        assert "error" not in answer.text, answer.text
+    score = await api.get(f"/v1/episodes/{theirs}/score?partial=true", headers=admin)
+    assert score.status_code == 200, score.text
+    state = await api.get(f"/openenv/tictactoe/state?episode_id={theirs}", headers=admin)
+    assert state.json()["step_count"] == 3
+    assert (await api.delete(f"/v1/episodes/{theirs}", headers=admin)).status_code == 204
+    record = (await api.get(f"/v1/episodes/{theirs}", headers=alpha)).json()
+    assert (record["tenant"], record["turn"], record["status"]) == ("alpha", 3, "aborted")
 
 
 async def test_runs_are_per_tenant_and_an_admin_sees_all(
@@ -237,10 +287,18 @@ async def test_runs_are_per_tenant_and_an_admin_sees_all(
     exports = [(r.__dict__["tenant"], r.__dict__["key_id"]) for r in audit_lines
                if r.__dict__.get("exported") == "eval"]  # fmt: skip
     assert exports == [("alpha", "env-alpha-trainer-2"), ("beta", "env-beta-trainer-4")]
-    admin = (await api.get("/v1/runs", headers=bearer("ops-admin"))).json()
-    assert sorted((r["run"], r["tenant"]) for r in admin["runs"]) == [
+    admin = bearer("ops-admin")
+    listed = (await api.get("/v1/runs", headers=admin)).json()
+    assert sorted((r["run"], r["tenant"]) for r in listed["runs"]) == [
         ("eval", "alpha"), ("eval", "beta")
     ]  # fmt: skip
+    # An admin's summary and export of a label cover every tenant that used it.
+    summary = (await api.get("/v1/runs/eval", headers=admin)).json()
+    assert (summary["tenant"], summary["episodes"]) == (None, 4)
+    page = (await api.get("/v1/runs/eval/episodes", headers=admin)).json()
+    assert sorted(e["tenant"] for e in page["episodes"]) == ["alpha", "alpha", "beta", "beta"]
+    export = await api.get("/v1/runs/eval/episodes?format=jsonl", headers=admin)
+    assert len(export.text.splitlines()) == 4
 
 
 async def test_a_run_of_another_tenant_is_not_found(
@@ -289,17 +347,42 @@ async def test_audit_lines_name_the_tenant_and_key_id_never_the_key(
     ]
     await api.post(f"/v1/episodes/{episode['id']}/step", json={"action": "<move>1</move>"},
                    headers=agent)  # fmt: skip
+    batch = {"steps": [{"episode_id": episode["id"], "action": "<move>2</move>"}]}
+    await api.post("/v1/step", json=batch, headers=agent)
     await api.delete(f"/v1/episodes/{episode['id']}", headers=agent)
     await api.get("/v1/runs", headers=agent)  # forbidden: refused before any route
     lines = [record.__dict__ for record in audit_lines]
     assert [(line["method"], line["route"], line["status"]) for line in lines] == [
         ("POST", "/v1/episodes", 201),
         ("POST", "/v1/episodes/{episode_id}/step", 200),
+        ("POST", "/v1/step", 200),
         ("DELETE", "/v1/episodes/{episode_id}", 204),
     ]
     assert {(line["tenant"], line["key_id"]) for line in lines} == {("alpha", "env-alpha-agent-1")}
-    assert lines[0]["episode_ids"] == [episode["id"]]
+    assert lines[0]["episode_ids"] == lines[2]["episode_ids"] == [episode["id"]]
     assert SECRETS["alpha-agent"] not in json.dumps(lines, default=str)
+
+
+async def test_openenv_audit_lines_name_the_episode_created_or_played(
+    wander: tuple[FastAPI, httpx.AsyncClient], audit_lines: list[logging.LogRecord]
+) -> None:
+    """OpenEnv's routes carry the episode in the body or create it: the path does not
+    say which, so the line must."""
+    _, api = wander
+    agent = bearer("alpha-agent")
+    reset = await api.post("/openenv/tictactoe/reset", json={"seed": 1}, headers=agent)
+    episode_id = reset.json()["observation"]["metadata"]["episode_id"]
+    step = {"action": {"content": "<move>1</move>"}, "episode_id": episode_id}
+    assert (await api.post("/openenv/tictactoe/step", json=step, headers=agent)).is_success
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "move", "episode_id": episode_id}}  # fmt: skip
+    await api.post("/openenv/tictactoe/mcp", json=call, headers=agent)
+    lines = [record.__dict__ for record in audit_lines]
+    assert [(line["route"].rsplit("/", 1)[1], line.get("episode_ids")) for line in lines] == [
+        ("reset", [episode_id]),
+        ("step", [episode_id]),
+        ("mcp", [episode_id]),
+    ]
 
 
 async def test_key_use_is_counted_per_key_in_metrics(
@@ -340,11 +423,16 @@ def test_keys_the_service_cannot_apply_stop_it(keys: str, auth: str | None, says
     assert "s3cret" not in str(raised.value)  # nor is the setting, in the error or a traceback
 
 
-def test_keys_required_follows_the_settings() -> None:
+def test_keys_required_follows_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not Settings().requires_keys
     assert Settings(api_keys="a:agent:k").requires_keys
     assert Settings(auth="keys").requires_keys
     assert not Settings(api_keys=" ").requires_keys
+    # Empty, as compose passes a variable that is not set (`${WANDER_AUTH:-}`): unset.
+    monkeypatch.setenv("WANDER_AUTH", "")
+    assert not Settings().requires_keys
+    monkeypatch.setenv("WANDER_API_KEYS", "a:agent:k")
+    assert Settings().requires_keys
 
 
 async def test_a_keyed_service_with_no_key_refuses_everyone(sqlite_url: str) -> None:

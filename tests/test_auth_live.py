@@ -236,6 +236,43 @@ async def test_websocket_sessions_need_a_key_and_see_only_their_tenant(
         answer = json.loads(await other.recv())
     assert answer["type"] == "error"
     assert answer["data"]["error"]["code"] == "episode_not_found"
+    # Nor can a reset frame reattach to it.
+    async with websockets.connect(ws, additional_headers=auth(keys.flood)) as other:
+        await other.send(json.dumps({"type": "reset", "data": {"episode_id": episode_id}}))
+        answer = json.loads(await other.recv())
+    assert answer["data"]["error"]["code"] == "episode_not_found"
+    # A session is one audit line, written when it closes: it names the episodes it played.
+    deadline = time.monotonic() + 10
+    while not (sessions := audit_lines(server, "/openenv/{env:path}/ws")):
+        assert time.monotonic() < deadline, server.logs()
+        await asyncio.sleep(0.05)
+    assert sessions[0]["episode_ids"] == [episode_id]
+    assert sessions[0]["status"] == 101 and sessions[0]["tenant"] == "calm"
+
+
+async def test_each_websocket_frame_spends_the_keys_rate_limit(
+    server: ServiceProcess, keys: Keys
+) -> None:
+    """A session is not a way around the limit: each frame is a request, as each HTTP
+    step is, and one over the limit is answered with ``rate_limited`` (the session goes on)."""
+    ws = server.url.replace("http", "ws") + "/openenv/tictactoe/ws"
+    async with websockets.connect(ws, additional_headers=auth(keys.flood)) as session:
+        started = time.monotonic()
+        for _ in range(40):
+            await session.send('{"type": "reset", "data": {"seed": 1}}')
+        answers = [json.loads(await session.recv()) for _ in range(40)]
+        elapsed = time.monotonic() - started
+    codes = [a["data"]["error"]["code"] if a["type"] == "error" else "ok" for a in answers]
+    served = codes.count("ok")
+    assert set(codes) == {"ok", "rate_limited"}, codes
+    assert served <= 20 + 20 * elapsed + 1, (served, elapsed)  # burst + rate x time
+
+
+def audit_lines(server: ServiceProcess, route: str) -> list[dict[str, object]]:
+    """The server's audit lines of ``route`` so far, oldest first."""
+    lines = [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
+    return [line for line in lines
+            if line.get("logger") == "wander.service.audit" and line["route"] == route]  # fmt: skip
 
 
 async def test_a_revoked_key_is_refused_within_the_cache_time(
@@ -254,17 +291,24 @@ async def test_a_revoked_key_is_refused_within_the_cache_time(
     assert error_of(response)["code"] == "unauthorized"
 
 
-def test_an_open_service_on_a_public_address_warns_loudly(sqlite_url: str) -> None:
+@pytest.mark.parametrize(
+    ("host", "keys", "warns"),
+    [("0.0.0.0", "", True), ("127.0.0.1", "", False), ("0.0.0.0", "team:admin:k3y", False)],
+)
+def test_an_open_service_on_a_public_address_warns_loudly(
+    sqlite_url: str, host: str, keys: str, warns: bool
+) -> None:
     upgrade(sqlite_url)
     process = ServiceProcess(
-        {"WANDER_DATABASE_URL": sqlite_url, "WANDER_REDIS_URL": ""},
-        ("serve", "--host", "0.0.0.0"),
+        {"WANDER_DATABASE_URL": sqlite_url, "WANDER_REDIS_URL": "", "WANDER_API_KEYS": keys},
+        ("serve", "--host", host),
     ).start()
     try:
         said = process.logs()
     finally:
         process.stop()
-    assert "WARNING: no API key is configured and the service listens on 0.0.0.0" in said
+    warning = f"WARNING: no API key is configured and the service listens on {host}"
+    assert (warning in said) is warns, said
 
 
 def test_serve_stops_at_start_on_settings_it_cannot_apply(sqlite_url: str) -> None:

@@ -207,6 +207,9 @@ def test_compose_serves_tls_only_with_its_overlay_and_passes_keys_on(compose: li
     assert ports(plain["proxy"]) == {(None, "8000", "8000")}
     assert "/etc/nginx/wander.d/tls.conf" not in mounts(plain["proxy"])
     assert plain["service"]["environment"]["WANDER_API_KEYS"] == "lab:trainer:wdr_k"
+    # Keys made with `wander keys create` in the stack need WANDER_AUTH=keys to be required.
+    keyed = rendered(compose, "compose.yaml", WANDER_AUTH="keys")["services"]["service"]
+    assert keyed["environment"]["WANDER_AUTH"] == "keys"
     assert plain["service"]["environment"]["FORWARDED_ALLOW_IPS"] == "*"
     tls = rendered(compose, "compose.yaml", "compose.tls.yaml", WANDER_TLS_DIR="/srv/certs")
     proxy = tls["services"]["proxy"]

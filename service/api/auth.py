@@ -81,6 +81,18 @@ def required_role(path: str) -> Role | None:
     return Role.agent
 
 
+def route_path(scope: Scope) -> str:
+    """The path the routes match: without the ``root_path`` the app is served under
+    (``uvicorn --root-path``, a mount in another app), which the server puts in front of
+    ``path`` and the router takes off again. Judged on the whole path, a role would be
+    the one of a path no route has (``/prefix/metrics`` read as an agent's route)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] in ("", "/"):
+        return path[len(root) :]
+    return path
+
+
 class RateLimiter:
     """Each key's requests per second, counted in the store's token buckets (shared by
     every replica through Redis)."""
@@ -118,7 +130,7 @@ class AuthMiddleware:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        needed = required_role(scope["path"])
+        needed = required_role(route_path(scope))
         if needed is None:
             await self.app(scope, receive, send)
             return

@@ -21,7 +21,7 @@ import orjson
 from fastapi import APIRouter, Query, Request, Response, status
 from pydantic import TypeAdapter
 
-from wander.service.api.auth import principal_of
+from wander.service.api.auth import audit, principal_of
 from wander.service.api.deps import engine_of
 from wander.service.api.errors import ERROR_RESPONSES
 from wander.service.api.openenv import mcp
@@ -61,7 +61,10 @@ def _env(request: Request, env: str) -> Environment[Any]:
 
 
 def _session(request: Request, env: Environment[Any]) -> Session:
-    return Session(engine_of(request), env, principal_of(request))
+    """The request's session; its audit line names the episodes the session plays."""
+    session = Session(engine_of(request), env, principal_of(request))
+    audit(request, episode_ids=session.played)
+    return session
 
 
 @router.get("/{env:path}/health")

@@ -53,12 +53,16 @@ class Session:
         self.turn: int | None = None
         """Sent with each step: None (HTTP without ``turn``) steps whatever turn it is."""
         self.done = False
+        self.played: list[str] = []
+        """The episodes this session created or played, in order: what its request's
+        audit line names (OpenEnv's paths do not: the episode is in the body, or new)."""
 
     async def follow(self, episode_id: str, turn: int | None) -> None:
         """Step ``episode_id`` at ``turn`` or, without one, at whatever turn it is (an
         HTTP request); checked first to be an episode of this environment."""
         await self._record(episode_id)
-        self.episode_id, self.turn = episode_id, turn
+        self._play(episode_id)
+        self.turn = turn
 
     async def attach(self, episode_id: str, turn: int | None = None) -> Payload:
         """Continue ``episode_id``: its whole transcript, the prompt to answer next. With
@@ -89,7 +93,8 @@ class Session:
             fields["metadata"] = {**(fields.get("metadata") or {}), LABEL_KEY: label}
         request = CreateEpisodesRequest(env=self.env.name, **fields)
         [episode] = await self.engine.create(request, self.principal)
-        self.episode_id, self.turn, self.done = episode["id"], 0, episode["done"]
+        self._play(episode["id"])
+        self.turn, self.done = 0, episode["done"]
         return answer(episode["observation"], episode["info"], self._metadata(), None, self.done)
 
     async def step(self, data: dict[str, Any]) -> Payload:
@@ -144,6 +149,11 @@ class Session:
             raise NoEpisode()
         return self.episode_id
 
+    def _play(self, episode_id: str) -> None:
+        self.episode_id = episode_id
+        if not self.played or self.played[-1] != episode_id:
+            self.played.append(episode_id)
+
     def _metadata(self) -> dict[str, Any]:
         return {"episode_id": self.episode_id, "turn": self.turn}
 
@@ -166,7 +176,8 @@ class Session:
             return None
 
     def _attached(self, record: dict[str, Any], turn: int | None) -> Payload:
-        self.episode_id, self.done = record["id"], record["done"]
+        self._play(record["id"])
+        self.done = record["done"]
         self.turn = record["turn"] if turn is None else turn
         messages = record["messages"]
         return answer(

@@ -26,7 +26,7 @@ import orjson
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
-from wander.service.api.auth import RateLimiter, principal_of
+from wander.service.api.auth import RateLimiter, audit, principal_of
 from wander.service.api.openenv import mcp
 from wander.service.api.openenv.session import Session
 from wander.service.api.openenv.wire import (
@@ -68,8 +68,9 @@ async def serve(websocket: WebSocket, env: str) -> None:
     refusal: Frame | None = None
     try:
         query = connect_query(websocket.scope["query_string"])
-        session = await _open(Session(engine, engine.catalog.env(env), principal_of(websocket)),
-                              query)  # fmt: skip
+        opened = Session(engine, engine.catalog.env(env), principal_of(websocket))
+        audit(websocket, episode_ids=opened.played)  # the session's line, at its close
+        session = await _open(opened, query)
     except WanderError as exc:  # answered to every frame: the client reads it on its first call
         refusal = error_frame("SESSION_ERROR", exc.message, error=_envelope(exc))
     try:
