@@ -163,8 +163,11 @@ async def test_a_rate_limited_key_gets_429s_and_leaves_other_tenants_alone(
                 break
     print(f"calm step p99: {unloaded * 1000:.1f} ms unloaded, {loaded * 1000:.1f} ms "
           f"next to the flood ({taken} taken, {limited} refused)")  # fmt: skip
-    assert limited > 3 * taken  # the flood was refused, not served
+    # What the key may spend is its burst and its rate over the flood's time; all the rest
+    # must be refused. (How much more than that the flood sends depends on how busy the
+    # machine is: the flood's own speed is not the service's to assert.)
     assert taken <= 20 + 20 * (FLOOD_SECONDS + 1)  # burst + rate x time
+    assert limited > 0 and taken + limited > 20 + 20 * FLOOD_SECONDS, (taken, limited)
     assert refused.status_code == 429
     assert error_of(refused)["code"] == "rate_limited"
     assert int(refused.headers["retry-after"]) >= 1
