@@ -59,6 +59,23 @@ class KeySource(Protocol):
     ) -> list[StoredKey]: ...
 
 
+class StartRefused(RuntimeError):
+    """The service must not start with its keys as configured (the message says why)."""
+
+
+def open_with_active_keys(source: KeySource) -> str | None:
+    """Why an open service must not start, or None: the archive holds active keys, which
+    someone created to be required, and ignoring them silently would open what they meant
+    to close. Raises ``DatabaseUnavailable`` when the archive cannot be read."""
+    active = source.list()
+    if not active:
+        return None
+    return (
+        f"the archive holds {len(active)} active API key(s), but the service is open: "
+        "set WANDER_AUTH=keys to require them (or revoke them with `wander keys revoke`)"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class _Seen:
     principal: Principal | None
@@ -98,9 +115,10 @@ class Keyring:
                 del self._seen[hashed]
 
     async def check_start(self) -> None:
-        """Refuse to start open while the archive holds active keys: someone created them to
-        be required, and ignoring them silently would open what they meant to close. An
-        archive that cannot be reached now is only warned about."""
+        """Raise ``StartRefused`` for an open service over an archive with active keys
+        (``open_with_active_keys``); an archive that cannot be reached now is only warned
+        about. ``wander serve`` makes the same check before it starts the server, so that
+        its refusal is one line rather than a traceback."""
         if self.required:
             if not self._configured:
                 log.warning(
@@ -109,16 +127,12 @@ class Keyring:
                 )
             return
         try:
-            active = await asyncio.to_thread(self._source.list)
+            refusal = await asyncio.to_thread(open_with_active_keys, self._source)
         except DatabaseUnavailable as exc:
             log.warning("could not check the archive for API keys: %s", exc)
             return
-        if active:
-            raise RuntimeError(
-                f"the archive holds {len(active)} active API key(s), but the service is "
-                "open: set WANDER_AUTH=keys to require them (or revoke them with "
-                "`wander keys revoke`)"
-            )
+        if refusal:
+            raise StartRefused(refusal)
 
     async def _stored(self, hashed: str) -> Principal | None:
         seen = self._seen.get(hashed)

@@ -336,5 +336,10 @@ def test_serve_stops_at_start_on_settings_it_cannot_apply(sqlite_url: str) -> No
     finally:
         archive.dispose()
     opened = serve(WANDER_AUTH="open")
-    assert opened.returncode != 0
-    assert "holds 1 active API key(s), but the service is open" in opened.stderr
+    assert opened.returncode == 1
+    assert opened.stderr.splitlines()[-1] == (
+        "Error: the service will not start: the archive holds 1 active API key(s), but the "
+        "service is open: set WANDER_AUTH=keys to require them (or revoke them with "
+        "`wander keys revoke`)"
+    )
+    assert "Traceback" not in opened.stderr

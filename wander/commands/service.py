@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
@@ -41,6 +41,7 @@ def serve(
 
     if settings.database_url.startswith("sqlite"):
         _upgrade(settings.database_url)
+    _check_keys(settings)
     store = (
         f"Redis at {_safe(settings.redis_url)}" if settings.redis_url else "the in-process store"
     )
@@ -71,6 +72,27 @@ def serve(
         log_config=None,  # the service logs JSON itself (service.logs)
         ws_per_message_deflate=settings.ws_compression,
     )
+
+
+def _check_keys(settings: Any) -> None:
+    """An open service over an archive with active keys stops here, on one line (the
+    application would stop too, at start-up, in a traceback). An archive it cannot read
+    now is left to the application, which warns."""
+    if settings.requires_keys:
+        return
+    from wander.service.archive import Archive, KeyBook
+    from wander.service.errors import DatabaseUnavailable
+    from wander.service.keyring import open_with_active_keys
+
+    archive = Archive(settings.database_url)
+    try:
+        refusal = open_with_active_keys(KeyBook(archive))
+    except DatabaseUnavailable:
+        return
+    finally:
+        archive.dispose()
+    if refusal:
+        fail(f"the service will not start: {refusal}")
 
 
 @db.command("upgrade")
