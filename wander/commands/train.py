@@ -66,7 +66,7 @@ def grpo(
     require_trainer()
     from wander.trainer.config import load_config
     from wander.trainer.grpo import build_trainer, trl_args
-    from wander.trainer.models import load
+    from wander.trainer.models import load, save
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     try:
@@ -82,8 +82,7 @@ def grpo(
         except ValueError as exc:  # e.g. environment_factory on an environment without tools
             raise typer.BadParameter(str(exc), param_hint="--config") from exc
         trainer.train(resume_from_checkpoint=start)
-    trainer.save_model(run.output_dir)
-    tokenizer.save_pretrained(run.output_dir)
+    save(trainer, tokenizer, run.output_dir)
     typer.echo(f"Saved to {run.output_dir}")
 
 
@@ -111,7 +110,7 @@ def sft(
     """Supervised warm-up on chat transcripts (TRL SFTTrainer), the loss on the
     assistant's turns only."""
     require_trainer()
-    from wander.trainer.models import load
+    from wander.trainer.models import load, save
     from wander.trainer.sft import build_trainer, load_transcripts
 
     try:
@@ -131,8 +130,7 @@ def sft(
     except ValueError as exc:  # a chat template that cannot mark the assistant's turns
         raise typer.BadParameter(str(exc), param_hint="--chat-template / --model") from exc
     trainer.train()
-    trainer.save_model(str(output_dir))
-    tokenizer.save_pretrained(str(output_dir))
+    save(trainer, tokenizer, str(output_dir))
     typer.echo(f"Saved to {output_dir}")
 
 
