@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import torch
 from transformers import TrainerCallback
@@ -114,6 +115,10 @@ def test_the_talks_configs_load(name: str) -> None:
     }  # fmt: skip
     assert run.grpo["generation_batch_size"] == 256 and run.grpo["num_generations"] == 8
     assert run.env_config["num_groups"] == 32
+    # Generation on a vLLM server, which TRL would look for on Wander's port otherwise.
+    assert (run.grpo["use_vllm"], run.grpo["vllm_mode"]) == (True, "server")
+    vllm, wander = httpx.URL(run.grpo["vllm_server_base_url"]), httpx.URL(run.url)
+    assert (vllm.host, vllm.port, wander.port) == ("127.0.0.1", 8001, 8000)
 
 
 def test_wander_train_warmup_data_then_sft(service: ServiceProcess, tmp_path: Path) -> None:
