@@ -12,6 +12,7 @@ service, and a stand-in with a ``/health`` but no model list, are not).
 from __future__ import annotations
 
 import json
+import shlex
 import threading
 import time
 from collections.abc import Iterator
@@ -202,3 +203,13 @@ def test_an_unreachable_vllm_server_is_waited_for_then_named() -> None:
     with pytest.raises(VLLMServerError, match=f"the vLLM server at {url} cannot be reached"):
         check(url, "org/model", timeout=0)
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/training.md"])
+def test_the_docs_start_vllm_as_trl_needs_it(page: str) -> None:
+    """The command the docs give is the one TRL 1.16 needs, the weight sync's flags
+    included, not the deprecated `trl vllm-serve`."""
+    text = (Path(__file__).parents[1] / page).read_text("utf-8")
+    assert "VLLM_SERVER_DEV_MODE=1 vllm serve LiquidAI/LFM2-1.2B --port 8001 \\\n" in text
+    assert f"  {shlex.join(SERVE_FLAGS)}\n" in text
+    assert "with `trl vllm-serve" not in text
