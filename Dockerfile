@@ -28,7 +28,10 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
 ENTRYPOINT ["sh", "-c", "exec wander serve --host 0.0.0.0 --port 8000 --workers \"$WANDER_WORKERS\""]
 
 FROM build AS trainer-build
-RUN pip install --no-cache-dir ".[trainer]"
+# vLLM too, at the version of the server it generates on (compose.yaml): TRL's client
+# refuses to start without it and sends the trained weights through vLLM's NCCL engine.
+ARG VLLM_VERSION=0.31.0
+RUN pip install --no-cache-dir ".[trainer,vllm]" "vllm==${VLLM_VERSION}"
 
 FROM python:3.11-slim AS trainer
 RUN useradd --create-home --uid 10001 wander

@@ -10,7 +10,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+import torch
+from transformers import TrainerCallback
 from typer.testing import CliRunner
 
 from wander.cli import app as cli
@@ -112,6 +115,10 @@ def test_the_talks_configs_load(name: str) -> None:
     }  # fmt: skip
     assert run.grpo["generation_batch_size"] == 256 and run.grpo["num_generations"] == 8
     assert run.env_config["num_groups"] == 32
+    # Generation on a vLLM server, which TRL would look for on Wander's port otherwise.
+    assert (run.grpo["use_vllm"], run.grpo["vllm_mode"]) == (True, "server")
+    vllm, wander = httpx.URL(run.grpo["vllm_server_base_url"]), httpx.URL(run.url)
+    assert (vllm.host, vllm.port, wander.port) == ("127.0.0.1", 8001, 8000)
 
 
 def test_wander_train_warmup_data_then_sft(service: ServiceProcess, tmp_path: Path) -> None:
@@ -391,11 +398,14 @@ def test_reward_weights_are_the_configs_or_the_environments(
         weights({"reward_weights": [1.0, 0.5]})
 
 
-def train_command(config: Path, url: str, tmp_path: Path, max_steps: int, **grpo: Any) -> list[str]:
-    """``wander train grpo`` on the digits environment with the tiny model."""
+def train_command(
+    config: Path, url: str, tmp_path: Path, max_steps: int, model: str = "tiny", **grpo: Any
+) -> list[str]:
+    """``wander train grpo`` on the digits environment, with the tiny model unless
+    ``model`` names another."""
     options = "\n".join(f"{key} = {json.dumps(value)}" for key, value in grpo.items())
     config.write_text(f"""
-model = "tiny"
+model = "{model}"
 env = "digits"
 examples = 8
 run = "{config.stem}"
@@ -478,3 +488,73 @@ def test_grpo_evaluates_on_the_eval_split_while_it_trains(
     assert played == 12 and {e.split for e in evaluated} == {"eval"}
     assert sorted(e.example for e in evaluated) == sorted([0, 1, 2] * 4)
     assert {e.split for e in trained} == {"train"} and len(trained) == 16
+
+
+class Logits(TrainerCallback):
+    """The policy's logits on one fixed input when training begins and when it ends."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.ids = torch.tensor([tokenizer.encode("Your move. <think> the centre </think>")])
+        self.at: dict[str, torch.Tensor] = {}
+
+    def _record(self, moment: str, model: Any) -> None:
+        training = model.training
+        model.eval()
+        with torch.no_grad():
+            self.at[moment] = model(input_ids=self.ids.to(model.device)).logits.float().cpu()
+        model.train(training)
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._record("begin", kwargs["model"])
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._record("end", kwargs["model"])
+
+
+def test_stage_2_starts_where_stage_1_ended(
+    service: ServiceProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two LoRA stages chained as the talk's configs chain them (stage 2's `model` is
+    stage 1's `output_dir`), from a model folder as a hub model would be: stage 2's
+    first logits are stage 1's last, and so are those of a run started from one of
+    stage 1's checkpoints (TRL saves those as the adapter alone)."""
+    base = tmp_path / "base"
+    model, tokenizer = load("tiny")
+    model.save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    stages: list[Logits] = []
+
+    def recording(*args: Any) -> Any:
+        trainer = build_trainer(*args)
+        stages.append(Logits(tokenizer))
+        trainer.add_callback(stages[-1])
+        return trainer
+
+    monkeypatch.setattr("wander.trainer.grpo.build_trainer", recording)
+    runner = CliRunner(env={"COLUMNS": "200"})
+
+    def stage(name: str, start: Path, steps: int) -> Logits:
+        config = tmp_path / f"{name}.toml"
+        command = train_command(
+            config, service.url, tmp_path / name, steps, str(start),
+            learning_rate=0.05, save_steps=steps,
+        )  # fmt: skip
+        with config.open("a") as file:
+            file.write('[peft]\nr = 8\nlora_alpha = 16\ntarget_modules = "all-linear"\n')
+        done = runner.invoke(cli, command)
+        assert done.exit_code == 0, done.output
+        return stages[-1]
+
+    first = stage("stage1", base, 2)
+    stage1 = tmp_path / "stage1" / "out"
+    # A whole model, as `vllm serve` wants one: no adapter left to apply.
+    assert (stage1 / "config.json").is_file() and (stage1 / "model.safetensors").is_file()
+    assert not (stage1 / "adapter_config.json").exists()
+    assert not torch.allclose(first.at["begin"], first.at["end"], atol=1e-3)  # it learned
+
+    second = stage("stage2", stage1, 1)
+    torch.testing.assert_close(second.at["begin"], first.at["end"], atol=1e-5, rtol=1e-4)
+    checkpoint = stage1 / "checkpoint-2"
+    assert (checkpoint / "adapter_config.json").is_file()
+    resumed = stage("from-checkpoint", checkpoint, 1)
+    torch.testing.assert_close(resumed.at["begin"], first.at["end"], atol=1e-5, rtol=1e-4)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -226,3 +227,91 @@ def test_compose_serves_tls_only_with_its_overlay_and_passes_keys_on(compose: li
 def test_the_gpu_trainer_gets_the_key(compose: list[str]) -> None:
     services = rendered(compose, "compose.yaml", profile="gpu", WANDER_API_KEY="wdr_trainer")
     assert services["services"]["trainer"]["environment"]["WANDER_API_KEY"] == "wdr_trainer"
+
+
+def options(command: list[str]) -> dict[str, str]:
+    """The ``--name=value`` options of a command line, by name."""
+    return dict(part.split("=", 1) for part in command if part.startswith("--") and "=" in part)
+
+
+def read_only(service: dict[str, Any], target: str) -> bool:
+    """Whether the bind mount on ``target`` is read-only, as compose v1 or v2 writes it."""
+    for volume in service.get("volumes", []):
+        if isinstance(volume, str) and volume.split(":")[1] == target:
+            return volume.endswith(":ro")
+        if isinstance(volume, dict) and volume["target"] == target:
+            return bool(volume.get("read_only"))
+    raise AssertionError(f"nothing is mounted on {target}")
+
+
+def stage(dockerfile: str, name: str) -> str:
+    """The lines of one stage of a Dockerfile (``FROM ... AS name`` to the next FROM)."""
+    return dockerfile.split(f" AS {name}\n")[1].split("\nFROM ")[0]
+
+
+def test_the_gpu_profile_trains_the_model_vllm_serves(compose: list[str]) -> None:
+    """``docker compose --profile gpu up``: vLLM serves the model the trainer trains
+    (one MODEL for both; by default the stage 1 config's), with the flags TRL's weight
+    sync needs; the trainer reaches vLLM and Wander by their service names, from an
+    image holding vLLM's client at the server's version, on a GPU of its own, and
+    writes to ./runs as its non-root user."""
+    from importlib.metadata import requires
+
+    from packaging.requirements import Requirement
+
+    from wander.trainer.config import load_config
+    from wander.trainer.vllm_server import SERVE_FLAGS
+
+    default = rendered(compose, "compose.yaml", profile="gpu")["services"]
+    stage2 = rendered(
+        compose, "compose.yaml", profile="gpu", MODEL="runs/grpo-stage1", CONFIG="stage2.toml"
+    )["services"]
+    first = load_config(ROOT / "trainer" / "configs" / "stage1.toml").model
+    for services, model, config in (
+        (default, first, "stage1.toml"),
+        (stage2, "runs/grpo-stage1", "stage2.toml"),
+    ):
+        vllm, trainer = services["vllm"], services["trainer"]
+        assert vllm["entrypoint"] == ["vllm", "serve"] and vllm["command"][0] == model
+        assert options(trainer["command"])["--model"] == model
+        assert options(trainer["command"])["--config"] == f"/configs/{config}"
+
+    vllm, trainer, runs = default["vllm"], default["trainer"], default["runs"]
+    # The server TRL's weight sync talks to, on the port the trainer looks for it on.
+    assert vllm["environment"]["VLLM_SERVER_DEV_MODE"] == "1"
+    assert vllm["command"][1:3] == ["--port", "8001"]
+    assert shlex.join(SERVE_FLAGS) in shlex.join(vllm["command"])
+    assert "ports" not in vllm  # dev mode's endpoints stay inside the stack
+    assert options(trainer["command"])["--vllm-url"] == "http://vllm:8001"
+    assert options(trainer["command"])["--url"] == "http://proxy:8000"
+    assert trainer["depends_on"]["vllm"]["condition"] == "service_healthy"
+    assert "8001/health" in " ".join(vllm["healthcheck"]["test"])
+    # vLLM's client in the trainer's image, at the server's version, one TRL supports.
+    version = trainer["build"]["args"]["VLLM_VERSION"]
+    assert vllm["image"] == f"vllm/vllm-openai:v{version}"
+    [supported] = [
+        requirement
+        for requirement in map(Requirement, requires("trl") or [])
+        if requirement.name == "vllm" and requirement.marker
+        if requirement.marker.evaluate({"extra": "vllm"})
+    ]
+    assert supported.specifier.contains(version), (version, supported)
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert 'pip install --no-cache-dir ".[trainer,vllm]" "vllm==${VLLM_VERSION}"' in stage(
+        dockerfile, "trainer-build"
+    )
+    # Two GPUs: NCCL cannot put the trainer and vLLM's worker on one device.
+    devices = [s["deploy"]["resources"]["reservations"]["devices"] for s in (vllm, trainer)]
+    assert devices[0][0]["device_ids"] != devices[1][0]["device_ids"]
+    # ./runs: the trainer's (uid 10001) to write, vLLM's to read (MODEL=runs/...), at
+    # the same place relative to both working folders.
+    assert "USER 10001" in stage(dockerfile, "trainer")
+    assert "WORKDIR /home/wander" in stage(dockerfile, "trainer")
+    assert vllm["working_dir"] == trainer["working_dir"] == "/home/wander"
+    here = str(ROOT / "runs")
+    for mounted in (vllm, trainer, runs):
+        assert mounts(mounted)["/home/wander/runs"] == here
+    assert read_only(vllm, "/home/wander/runs") and not read_only(trainer, "/home/wander/runs")
+    assert runs["user"] == "root"
+    assert runs["entrypoint"] == ["chown", "10001:10001", "/home/wander/runs"]
+    assert trainer["depends_on"]["runs"]["condition"] == "service_completed_successfully"

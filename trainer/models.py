@@ -1,7 +1,9 @@
-"""Loading the policy: a hub model, or the offline tiny one."""
+"""Loading the policy (a hub model, a folder, or the offline tiny one) and saving it
+at the end of a stage."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 
@@ -15,12 +17,50 @@ def load(model: str, *, tools: bool = False) -> tuple[Any, Any]:
 
         tokenizer = build_tokenizer(tools=tools)
         return build_model(tokenizer), tokenizer
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return AutoModelForCausalLM.from_pretrained(model), tokenizer
+    return pretrained(model), tokenizer
+
+
+def pretrained(model: str) -> Any:
+    """``from_pretrained``, with a LoRA adapter merged into its base model.
+
+    TRL saves each checkpoint of a LoRA run as the adapter alone
+    (``adapter_config.json``). transformers would load such a folder as the base
+    model with the adapter attached, and the run's ``[peft]`` then puts a fresh
+    adapter in its place: the run would start from the base model, silently. Merged,
+    the folder starts the run where the checkpoint was.
+    """
+    if (Path(model) / "adapter_config.json").is_file():
+        from peft import AutoPeftModelForCausalLM
+
+        return AutoPeftModelForCausalLM.from_pretrained(model).merge_and_unload()
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(model)
+
+
+def save(trainer: Any, tokenizer: Any, folder: str) -> None:
+    """The end of a stage: the full weights, a LoRA adapter merged into them, and the
+    tokenizer, in ``folder``.
+
+    ``Trainer.save_model`` writes a LoRA run's adapter alone, which ``vllm serve``
+    cannot load and from which the next stage (``model = "runs/grpo-stage1"``) would
+    start on the base model (see ``pretrained``). Merged, the folder is a model like
+    any other: the next stage, ``vllm serve`` and ``from_pretrained`` load it as it
+    is, with the logits the stage ended on.
+    """
+    from peft import PeftModel
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    if isinstance(model, PeftModel):
+        model = model.merge_and_unload()
+    if trainer.accelerator.is_main_process:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
 
 
 def device_defaults() -> dict[str, bool]:

@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from wander.options import ApiKeyOption, ConfigOption, UrlOption, parse_config, talks_to_service
+from wander.options import (
+    ApiKeyOption,
+    ConfigOption,
+    UrlOption,
+    fail,
+    http_url,
+    parse_config,
+    talks_to_service,
+)
 
 if TYPE_CHECKING:
     from wander.client import WanderClient
@@ -58,32 +66,60 @@ def grpo(
             "`latest`: the newest checkpoint-* in the config's output_dir.",
         ),
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", help="A hub id, a local path or `tiny`: the config's `model`, overridden."
+        ),
+    ] = None,
+    vllm_url: Annotated[
+        str | None,
+        typer.Option(
+            "--vllm-url",
+            envvar="WANDER_VLLM_URL",
+            callback=http_url,
+            help="The vLLM server of a run with [grpo] use_vllm (server mode): the config's "
+            "[grpo] vllm_server_base_url, overridden.",
+        ),
+    ] = None,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
 ) -> None:
     """GRPO with TRL, playing episodes on the service over HTTP (see trainer/configs/).
-    --url and --api-key (or their environment variables) override the config's."""
+    --url, --api-key, --model and --vllm-url (or their environment variables) override
+    the config's."""
     require_trainer()
+    from wander.trainer import vllm_server
     from wander.trainer.config import load_config
     from wander.trainer.grpo import build_trainer, trl_args
-    from wander.trainer.models import load
+    from wander.trainer.models import load, save
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     try:
         run = load_config(config)
-        trl_args(run)  # the whole [grpo] table, before the model loads
+        if model is not None:
+            run = run.model_copy(update={"model": model})
+        if vllm_url is not None:
+            grpo = {**run.grpo, "vllm_server_base_url": vllm_url}
+            run = run.model_copy(update={"grpo": grpo})
+        args = trl_args(run)  # the whole [grpo] table, before the model loads
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
     start = checkpoint(resume, run.output_dir)
-    model, tokenizer = load(run.model, tools=run.rollout == "environment_factory")
+    generator = vllm_server.server_url(args)
+    if generator is not None:
+        try:
+            vllm_server.check(generator, run.model, args.vllm_server_timeout)
+        except vllm_server.VLLMServerError as exc:
+            fail(str(exc))
+    policy, tokenizer = load(run.model, tools=run.rollout == "environment_factory")
     with run.client(url, api_key) as client:
         try:
-            trainer = build_trainer(run, client, model, tokenizer)
+            trainer = build_trainer(run, client, policy, tokenizer)
         except ValueError as exc:  # e.g. environment_factory on an environment without tools
             raise typer.BadParameter(str(exc), param_hint="--config") from exc
         trainer.train(resume_from_checkpoint=start)
-    trainer.save_model(run.output_dir)
-    tokenizer.save_pretrained(run.output_dir)
+    save(trainer, tokenizer, run.output_dir)
     typer.echo(f"Saved to {run.output_dir}")
 
 
@@ -111,7 +147,7 @@ def sft(
     """Supervised warm-up on chat transcripts (TRL SFTTrainer), the loss on the
     assistant's turns only."""
     require_trainer()
-    from wander.trainer.models import load
+    from wander.trainer.models import load, save
     from wander.trainer.sft import build_trainer, load_transcripts
 
     try:
@@ -131,8 +167,7 @@ def sft(
     except ValueError as exc:  # a chat template that cannot mark the assistant's turns
         raise typer.BadParameter(str(exc), param_hint="--chat-template / --model") from exc
     trainer.train()
-    trainer.save_model(str(output_dir))
-    tokenizer.save_pretrained(str(output_dir))
+    save(trainer, tokenizer, str(output_dir))
     typer.echo(f"Saved to {output_dir}")
 
 
