@@ -25,6 +25,7 @@ class SamplingConfig(BaseModel):
     max_tokens_per_turn: int = Field(128, ge=1)
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(0, ge=0, description="0: the whole vocabulary.")
 
 
 class GRPORunConfig(BaseModel):
@@ -66,10 +67,10 @@ class GRPORunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _one_sampling(self) -> GRPORunConfig:
-        """``temperature`` and ``top_p`` have one value. TRL's loss divides the logits by
-        ``[grpo] temperature`` while the rollout samples with ``[sampling]``'s: set in one
-        table, the value is the run's; set in both, they must agree."""
-        for name in ("temperature", "top_p"):
+        """``temperature``, ``top_p`` and ``top_k`` have one value. TRL's loss divides the
+        logits by ``[grpo] temperature`` while the rollout samples with ``[sampling]``'s:
+        set in one table, the value is the run's; set in both, they must agree."""
+        for name in ("temperature", "top_p", "top_k"):
             if name not in self.grpo:
                 continue
             mine = getattr(self.sampling, name)
@@ -80,6 +81,27 @@ class GRPORunConfig(BaseModel):
                 )
             settings = {**self.sampling.model_dump(exclude_unset=True), name: self.grpo[name]}
             self.sampling = SamplingConfig.model_validate(settings)
+        return self
+
+    @model_validator(mode="after")
+    def _plain_sampling(self) -> GRPORunConfig:
+        """Wander's rollout samples with temperature, top-p and top-k only (the
+        distribution TRL's loss scores the tokens under): a ``[grpo]`` sampling option it
+        would not apply is refused, not ignored."""
+        if self.rollout != "rollout_func":
+            return self
+        neutral = {
+            "repetition_penalty": (1.0,),
+            "min_p": (None, 0.0),
+            "generation_kwargs": (None, {}),
+        }
+        for name, values in neutral.items():
+            if self.grpo.get(name) not in (None, *values):
+                raise ValueError(
+                    f"grpo.{name} is not applied by Wander's rollout (rollout = "
+                    '"rollout_func"), which samples with [sampling] temperature, top_p and '
+                    "top_k only: the distribution TRL's loss scores the tokens under"
+                )
         return self
 
     @model_validator(mode="after")

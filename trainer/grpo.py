@@ -67,6 +67,7 @@ def trl_args(run: GRPORunConfig) -> Any:
         "max_completion_length": run.max_completion_length,
         "temperature": run.sampling.temperature,
         "top_p": run.sampling.top_p,
+        "top_k": run.sampling.top_k,
         "shuffle_dataset": False,  # the order below keeps batches stratified
         "report_to": "none",
         **({"eval_strategy": "steps"} if run.eval_examples else {}),
@@ -136,7 +137,10 @@ def rollout_func_plan(run: GRPORunConfig, client: WanderClient, tokenizer: Any) 
             split=split,
             run=label,
             sampling=Sampling(
-                run.sampling.max_tokens_per_turn, run.sampling.temperature, run.sampling.top_p
+                run.sampling.max_tokens_per_turn,
+                run.sampling.temperature,
+                run.sampling.top_p,
+                run.sampling.top_k,
             ),
             max_completion_length=run.max_completion_length,
         )
