@@ -10,11 +10,18 @@ from transformers import GenerationConfig
 from trl import chat_template_utils
 
 from tests.agents import ScriptedBackend
+from tests.helpers import DeletingClient
 from wander.client import WanderClient
 from wander.service.envs.tictactoe.game import optimal_moves
 from wander.testing import ServiceProcess
 from wander.trainer.backends import Generation, stop_token_ids
-from wander.trainer.rollout import ChatTemplateError, WanderRollout, example_prompt, render
+from wander.trainer.rollout import (
+    ChatTemplateError,
+    RolloutFailed,
+    WanderRollout,
+    example_prompt,
+    render,
+)
 from wander.trainer.tiny import build_tokenizer
 
 COMPONENTS = ["win", "format", "invalid_move"]
@@ -232,3 +239,41 @@ def test_a_template_that_renders_earlier_turns_otherwise_fails_loudly(
                                 backend=ScriptedBackend(tokenizer))  # fmt: skip
         with pytest.raises(ChatTemplateError, match="renders the conversation's earlier turns"):
             rollout([example_prompt(3)])
+
+
+def test_a_failed_episode_is_left_out_of_training_and_counted(
+    live: ServiceProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    tokenizer = build_tokenizer()
+    with DeletingClient(live.url) as client:
+        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
+                                run="rollout-failed", backend=ScriptedBackend(tokenizer),
+                                max_failure_rate=0.25)  # fmt: skip
+        output = rollout([example_prompt(3)] * 2 + [example_prompt(8)] * 2)
+    [deleted] = client.deleted
+    failed = output["episode_id"].index(deleted)
+    for i in range(4):
+        components = [output[name][i] for name in COMPONENTS]
+        if i == failed:  # no reward, and not one of its tokens trained on
+            assert components == [None, None, None]
+            assert output["completion_ids"][i] and set(output["env_mask"][i]) == {0}
+        else:
+            assert all(isinstance(value, float) for value in components)
+            assert 1 in output["env_mask"][i]
+    [warning] = [r for r in caplog.records if r.name == "wander.trainer.rollout"]
+    assert warning.getMessage().startswith(
+        f"1 of 4 episodes of the batch failed (the first, {deleted}: episode_done: episode "
+        f"{deleted} is aborted)"
+    )
+
+
+def test_failures_above_the_rate_stop_the_run(live: ServiceProcess) -> None:
+    tokenizer = build_tokenizer()
+    with DeletingClient(live.url) as client:
+        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
+                                run="rollout-failing", backend=ScriptedBackend(tokenizer),
+                                max_failure_rate=0.2)  # fmt: skip
+        with pytest.raises(
+            RolloutFailed, match=r"1 of 4 episodes .* more than max_failure_rate = 0.2 of the batch"
+        ):
+            rollout([example_prompt(3)] * 2 + [example_prompt(8)] * 2)

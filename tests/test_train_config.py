@@ -102,6 +102,15 @@ def test_sampling_options_the_rollout_would_not_apply_are_refused(option: dict[s
     GRPORunConfig(rollout="environment_factory", grpo=option)
 
 
+def test_max_failure_rate_is_a_share_of_the_batch_for_wanders_rollout() -> None:
+    assert GRPORunConfig().max_failure_rate == 0.1
+    for rate in (-0.1, 1.0):  # 1.0 would train on a batch of failures only
+        with pytest.raises(ValueError, match="max_failure_rate"):
+            GRPORunConfig(max_failure_rate=rate)
+    with pytest.raises(ValueError, match='max_failure_rate is for rollout = "rollout_func"'):
+        GRPORunConfig(rollout="environment_factory", max_failure_rate=0.5)
+
+
 def test_each_group_is_one_example_repeated() -> None:
     assert episode_groups([3, 3, 3, 3, 8, 8, 8, 8], 4) == [(3, 4), (8, 4)]
     assert episode_groups([3] * 8, 4) == [(3, 4), (3, 4)]  # two groups of one example

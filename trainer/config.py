@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from wander.client import WanderClient
+from wander.trainer.rollout import MAX_FAILURE_RATE
 
 
 class SamplingConfig(BaseModel):
@@ -54,6 +55,14 @@ class GRPORunConfig(BaseModel):
     run: str | None = Field(None, description="Run label of the training episodes.")
     output_dir: str = "runs/grpo"
     max_completion_length: int = Field(1024, ge=1)
+    max_failure_rate: float = Field(
+        MAX_FAILURE_RATE,
+        ge=0,
+        lt=1,
+        description="The share of a batch's episodes whose step may fail (deleted, expired, "
+        "the environment raised): those are left out of training (rewards None, tokens "
+        "masked) and counted as wander/failed_episodes; above it the run stops.",
+    )
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
     eval_examples: int = Field(
         0,
@@ -132,14 +141,18 @@ class GRPORunConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _turn_length_needs_the_rollout(self) -> GRPORunConfig:
-        if (
-            self.rollout == "environment_factory"
-            and "max_tokens_per_turn" in self.sampling.model_fields_set
-        ):
+    def _options_need_the_rollout(self) -> GRPORunConfig:
+        if self.rollout != "environment_factory":
+            return self
+        if "max_tokens_per_turn" in self.sampling.model_fields_set:
             raise ValueError(
                 'sampling.max_tokens_per_turn is for rollout = "rollout_func"; TRL\'s tool '
                 "loop (environment_factory) generates each turn within max_completion_length"
+            )
+        if "max_failure_rate" in self.model_fields_set:
+            raise ValueError(
+                'max_failure_rate is for rollout = "rollout_func"; in TRL\'s tool loop '
+                "(environment_factory) a failed tool call is the tool's error reply to the model"
             )
         return self
 

@@ -12,6 +12,13 @@ the environment's turns are tokenized from the chat-template delta and masked
 out of the loss (``env_mask`` 0). The service's score components come back as
 extra fields, one per reward component.
 
+An episode whose step fails (the service answers that step with an error: the
+episode was deleted or expired, the environment raised) is left out of training
+rather than ending the run, as TRL treats a completion no reward function could
+score: its score components are None (TRL leaves it out of its group's baseline
+and gives it advantage 0) and all its tokens are masked. The batch's count is
+logged; above ``max_failure_rate`` of the batch, the rollout stops the run.
+
 The trainer's sequence is the conversation as the chat template renders it, each
 model turn as sampled: prompt, then per turn the model's tokens (up to and with
 its stop token) and what the template puts between that turn and the next
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +46,13 @@ from wander.trainer.backends import (
     stop_token_ids,
 )
 from wander.trainer.text import storable
+
+log = logging.getLogger(__name__)
+
+MAX_FAILURE_RATE = 0.1
+"""The share of a batch's episodes that may fail before the run stops: a few lost
+episodes (expired, or hit by an environment's bug) cost a few samples; more means
+something is wrong with the service or the environment."""
 
 
 def example_prompt(example: int) -> list[dict[str, str]]:
@@ -87,6 +102,10 @@ def batch_layout(trainer: Any) -> tuple[int | None, int, int]:
         return None, 0, 1
     size = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
     return size, trainer.accelerator.process_index, trainer.accelerator.num_processes
+
+
+class RolloutFailed(RuntimeError):
+    """More of a batch's episodes failed than the run allows (``max_failure_rate``)."""
 
 
 class ChatTemplateError(ValueError):
@@ -189,6 +208,7 @@ class Trajectory:
     env_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     live: bool = True
+    failure: str | None = None  # why a step of the episode failed, if one did
 
     def add_model(self, generation: Generation) -> None:
         self.completion_ids += generation.token_ids
@@ -199,6 +219,11 @@ class Trajectory:
         self.completion_ids += ids
         self.env_mask += [0] * len(ids)
         self.logprobs += [0.0] * len(ids)
+
+    def fail(self, failure: str) -> None:
+        """Ends the episode's part in the batch: none of its tokens is trained on."""
+        self.live, self.failure = False, failure
+        self.env_mask = [0] * len(self.env_mask)
 
 
 class WanderRollout:
@@ -218,9 +243,11 @@ class WanderRollout:
         max_completion_length: int = 1024,
         backend: Backend | None = None,
         stop_ids: Sequence[int] | None = None,
+        max_failure_rate: float = MAX_FAILURE_RATE,
     ) -> None:
         """``stop_ids``: the tokens that end a model's turn; by default the trainer's
-        model's, as TRL stops on them (``stop_token_ids``)."""
+        model's, as TRL stops on them (``stop_token_ids``). ``max_failure_rate``: the
+        share of a batch's episodes that may fail (see the module docstring)."""
         self.client, self.env, self.tokenizer = client, env, tokenizer
         self.components = list(components)
         self.config, self.split, self.run = config, split, run
@@ -228,6 +255,7 @@ class WanderRollout:
         self.max_completion_length = max_completion_length
         self.backend = backend
         self.stop_ids = stop_ids
+        self.max_failure_rate = max_failure_rate
         self.chat_template = rollout_chat_template(tokenizer)
 
     def backend_for(self, trainer: Any) -> Backend:
@@ -263,7 +291,11 @@ class WanderRollout:
                 live, generations, actions, results, strict=True
             ):
                 self._advance(trajectory, generation, action, result, stops)
-        scores = [self.client.score(t.episode_id, partial=True) for t in trajectories]
+        self._check_failures(trajectories)
+        scores = [
+            None if t.failure else self.client.score(t.episode_id, partial=True)
+            for t in trajectories
+        ]
         output: dict[str, Any] = {
             "prompt_ids": [t.prompt_ids for t in trajectories],
             "completion_ids": [t.completion_ids for t in trajectories],
@@ -272,8 +304,24 @@ class WanderRollout:
             "episode_id": [t.episode_id for t in trajectories],
         }
         for name in self.components:
-            output[name] = [score.components[name] for score in scores]
+            output[name] = [None if score is None else score.components[name] for score in scores]
         return output
+
+    def _check_failures(self, trajectories: list[Trajectory]) -> None:
+        failed = [t for t in trajectories if t.failure]
+        if not failed:
+            return
+        what = (
+            f"{len(failed)} of {len(trajectories)} episodes of the batch failed (the first, "
+            f"{failed[0].episode_id}: {failed[0].failure})"
+        )
+        if len(failed) > self.max_failure_rate * len(trajectories):
+            raise RolloutFailed(
+                f"{what}: more than max_failure_rate = {self.max_failure_rate} of the batch, "
+                "so the run stops; check the service and the environment (or raise "
+                "max_failure_rate in the run's config)"
+            )
+        log.warning("%s; left out of training (rewards None, tokens masked)", what)
 
     def _start(self, groups: list[tuple[int, int]]) -> list[Trajectory]:
         """One episode group per GRPO group (``episode_groups``)."""
@@ -305,7 +353,8 @@ class WanderRollout:
         stops: Collection[int],
     ) -> None:
         if isinstance(result, StepError):
-            raise RuntimeError(f"step of {trajectory.episode_id} failed: {result.error.message}")
+            trajectory.fail(f"{result.error.code}: {result.error.message}")
+            return
         trajectory.add_model(generation)
         trajectory.turn = result.turn
         if result.done:
