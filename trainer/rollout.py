@@ -12,19 +12,19 @@ the environment's turns are tokenized from the chat-template delta and masked
 out of the loss (``env_mask`` 0). The service's score components come back as
 extra fields, one per reward component.
 
-An episode whose step fails (the service answers that step with an error: the
-episode was deleted or expired, the environment raised) is left out of training
-rather than ending the run, as TRL treats a completion no reward function could
-score: its score components are None (TRL leaves it out of its group's baseline
-and gives it advantage 0) and all its tokens are masked. The batch's count is
-logged; above ``max_failure_rate`` of the batch, the rollout stops the run.
-
 The trainer's sequence is the conversation as the chat template renders it, each
 model turn as sampled: prompt, then per turn the model's tokens (up to and with
 its stop token) and what the template puts between that turn and the next
 generation prompt. Where TRL ships a training copy of the model's template (one
 that renders every turn the same however the conversation goes on: Qwen3's own
 drops earlier turns' reasoning), the rollout renders with that copy.
+
+An episode whose step fails (the service answers that step with an error: the
+episode was deleted or expired, the environment raised) is left out of training
+rather than ending the run, as TRL treats a completion no reward function could
+score: its score components are None (TRL leaves it out of its group's baseline
+and gives it advantage 0) and all its tokens are masked. The batch's count is
+logged; above ``max_failure_rate`` of the batch, the rollout stops the run.
 """
 
 from __future__ import annotations
@@ -293,7 +293,7 @@ class WanderRollout:
                 self._advance(trajectory, generation, action, result, stops)
         self._check_failures(trajectories)
         scores = [
-            None if t.failure else self.client.score(t.episode_id, partial=True)
+            None if t.failure is not None else self.client.score(t.episode_id, partial=True)
             for t in trajectories
         ]
         output: dict[str, Any] = {
@@ -308,7 +308,7 @@ class WanderRollout:
         return output
 
     def _check_failures(self, trajectories: list[Trajectory]) -> None:
-        failed = [t for t in trajectories if t.failure]
+        failed = [t for t in trajectories if t.failure is not None]
         if not failed:
             return
         what = (
