@@ -28,10 +28,14 @@ def random_agent(seed: int) -> Agent:
 
 
 class ScriptedBackend:
-    """Answers like the minimax baseline, reading the board the service last sent."""
+    """Answers like ``agent`` (the minimax baseline), reading the board the service last
+    sent (the prompt's last one), each answer ended by ``end`` (the tokenizer's EOS)."""
 
-    def __init__(self, tokenizer: Any) -> None:
-        self.tokenizer = tokenizer
+    def __init__(
+        self, tokenizer: Any, agent: Agent = perfect_agent, end: int | None = None
+    ) -> None:
+        self.tokenizer, self.agent = tokenizer, agent
+        self.end = tokenizer.eos_token_id if end is None else end
         self.generated: list[list[int]] = []
         self.batch_sizes: list[int] = []
 
@@ -39,10 +43,9 @@ class ScriptedBackend:
         self.batch_sizes.append(len(prompts))
         out = []
         for prompt in prompts:
-            text = self.tokenizer.decode(prompt).split("<|im_start|>user")[-1]
-            board = read_board([Message(role="user", content=text)])
-            ids = self.tokenizer.encode(perfect_agent(board), add_special_tokens=False)
-            ids.append(self.tokenizer.eos_token_id)
+            board = read_board([Message(role="user", content=self.tokenizer.decode(prompt))])
+            ids = self.tokenizer.encode(self.agent(board), add_special_tokens=False)
+            ids.append(self.end)
             self.generated.append(ids)
             out.append(Generation(ids, [-0.5] * len(ids)))
         return out

@@ -7,7 +7,7 @@ import json
 import logging
 import statistics
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
@@ -17,6 +17,7 @@ from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
 
 from tests.agents import Agent
+from wander.client import StepError, StepResult, WanderClient
 from wander.client.models import EpisodeRecord
 from wander.service.app import create_app
 from wander.service.archive import Archive, EpisodeFilter
@@ -167,3 +168,20 @@ def p99(latencies: list[float]) -> float:
 def workers_of(parent: int) -> list[int]:
     """The environment worker processes that ``parent`` started."""
     return [p.pid for p in running_processes() if p.ppid == parent and WORKER in p.command]
+
+
+class DeletingClient(WanderClient):
+    """Deletes (aborts) the first episode of the second batch of steps it sends, just
+    before sending it: the service answers that episode's step with an error."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.rounds = 0
+        self.deleted: list[str] = []
+
+    def step_many(self, steps: Sequence[Mapping[str, Any]]) -> list[StepResult | StepError]:
+        self.rounds += 1
+        if self.rounds == 2:
+            self.deleted.append(steps[0]["episode_id"])
+            self.delete(self.deleted[-1])
+        return super().step_many(steps)

@@ -16,6 +16,7 @@ import torch
 from transformers import TrainerCallback
 from typer.testing import CliRunner
 
+from tests.helpers import DeletingClient
 from wander.cli import app as cli
 from wander.client import WanderClient
 from wander.service.archive.migrations import upgrade
@@ -92,6 +93,37 @@ def test_grpo_steps_train_on_the_models_tokens_only(
             assert "Once more." in tokenizer.decode(env_part)
             assert mask[0] == 1 and mask[-1] == 1 and 0 in mask
         assert len(set(output["digits"])) > 1  # something to learn from
+
+
+def test_a_failed_episode_is_left_out_and_counted_by_grpo(
+    service: ServiceProcess, tmp_path: Path
+) -> None:
+    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    run = GRPORunConfig(
+        model="tiny", url=service.url, env="digits", examples=8, run="grpo-failed",
+        output_dir=str(tmp_path / "out"), max_completion_length=64, max_failure_rate=0.2,
+        sampling={"max_tokens_per_turn": 8},
+        grpo={
+            "num_generations": 4, "generation_batch_size": 8, "per_device_train_batch_size": 8,
+            "max_steps": 1, "logging_steps": 1, "save_strategy": "no",
+        },
+    )  # fmt: skip
+    model, tokenizer = load("tiny")
+    with DeletingClient(service.url) as client:
+        trainer = build_trainer(run, client, model, tokenizer)
+        rollout = trainer.rollout_func
+        outputs: list[dict[str, Any]] = []
+        trainer.rollout_func = lambda prompts, t: outputs.append(rollout(prompts, t)) or outputs[-1]
+        trainer.train()
+
+    # One of the 8 episodes failed (1/8 is within max_failure_rate = 0.2): its reward is
+    # None, the step trained on the other 7, and the count is in the step's metrics.
+    [output] = outputs
+    [deleted] = client.deleted
+    rewards = dict(zip(output["episode_id"], output["digits"], strict=True))
+    assert rewards.pop(deleted) is None and None not in rewards.values()
+    [logged] = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert logged["wander/failed_episodes"] == 1.0 and math.isfinite(logged["loss"])
 
 
 def test_batches_are_stratified() -> None:

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from transformers import GenerationConfig
+from trl import chat_template_utils
+
 from tests.agents import ScriptedBackend
+from tests.helpers import DeletingClient
 from wander.client import WanderClient
+from wander.service.envs.tictactoe.game import optimal_moves
 from wander.testing import ServiceProcess
-from wander.trainer.backends import Generation
-from wander.trainer.rollout import WanderRollout, example_prompt, render
+from wander.trainer.backends import Generation, stop_token_ids
+from wander.trainer.rollout import (
+    ChatTemplateError,
+    RolloutFailed,
+    WanderRollout,
+    example_prompt,
+    render,
+)
 from wander.trainer.tiny import build_tokenizer
 
 COMPONENTS = ["win", "format", "invalid_move"]
@@ -75,3 +90,190 @@ def test_a_sampled_nul_is_sent_as_a_replacement_character(live: ServiceProcess) 
         records = [client.episode(episode_id) for episode_id in output["episode_id"]]
     answers = [m.content for r in records for m in r.messages if m.role == "assistant"]
     assert answers and all(a is not None and a.endswith("\ufffd") for a in answers)
+
+
+def canonical_agent(board: str) -> str:
+    """The perfect agent's answers as the chat templates write an assistant turn with
+    reasoning (Qwen3's puts the reasoning on lines of its own), so that each template
+    renders the answer exactly as it was sampled."""
+    return f"<think>\nthinking\n</think>\n\n<move>{optimal_moves(board, 'X')[0]}</move>"
+
+
+@dataclass(frozen=True)
+class Family:
+    """A model family's chat template (as TRL ships it) and the tokens it needs, added
+    to the offline tokenizer: its own BOS and EOS, and the token that ends a turn
+    (the generation config's EOS ids, as the family's checkpoints list them)."""
+
+    template: str
+    specials: list[str]
+    eos: str
+    end_of_turn: str
+    bos: str | None = None
+    tail: str = "\n"  # what a conversation ending with the assistant renders after its stop token
+
+    def tokenizer(self) -> Any:
+        tokenizer = build_tokenizer()
+        tokenizer.add_tokens(self.specials, special_tokens=True)
+        tokenizer.eos_token = self.eos
+        if self.bos is not None:
+            tokenizer.bos_token = self.bos
+        tokenizer.chat_template = self.template
+        return tokenizer
+
+
+FAMILIES = {
+    "qwen2_5": Family(chat_template_utils.qwen2_5_chat_template, [], "<|im_end|>", "<|im_end|>"),
+    "qwen3": Family(chat_template_utils.qwen3_chat_template, [], "<|im_end|>", "<|im_end|>"),
+    "llama3": Family(
+        chat_template_utils.llama3_chat_template,
+        ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
+         "<|end_of_text|>"],
+        eos="<|end_of_text|>", end_of_turn="<|eot_id|>", bos="<|begin_of_text|>", tail="",
+    ),
+    "gemma3": Family(
+        chat_template_utils.gemma3_chat_template,
+        ["<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>"],
+        eos="<eos>", end_of_turn="<end_of_turn>", bos="<bos>",
+    ),
+    "lfm2": Family(
+        chat_template_utils.lfm2_chat_template, ["<|startoftext|>"], "<|im_end|>", "<|im_end|>",
+        bos="<|startoftext|>",
+    ),
+    "phi3": Family(
+        chat_template_utils.phi3_chat_template,
+        ["<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|endoftext|>"],
+        eos="<|endoftext|>", end_of_turn="<|end|>", tail="\n<|endoftext|>",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_each_familys_template_cuts_into_the_models_turns_and_the_environments(
+    name: str, live: ServiceProcess
+) -> None:
+    family = FAMILIES[name]
+    tokenizer = family.tokenizer()
+    end = tokenizer.convert_tokens_to_ids(family.end_of_turn)
+    stops = stop_token_ids(tokenizer, GenerationConfig(eos_token_id=[end]))
+    backend = ScriptedBackend(tokenizer, canonical_agent, end=end)
+    with WanderClient(live.url) as client:
+        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
+                                run=f"template-{name}", backend=backend,
+                                stop_ids=stops)  # fmt: skip
+        output = rollout([example_prompt(3)] * 2)
+        records = [client.episode(episode_id) for episode_id in output["episode_id"]]
+
+    # TRL's training copy of the family's template renders the conversation.
+    assert rollout.chat_template == chat_template_utils.get_training_chat_template(tokenizer)
+    assert rollout.chat_template is not None
+    for i, record in enumerate(records):
+        messages = [m.model_dump(mode="json") for m in record.messages]
+        completion, mask = output["completion_ids"][i], output["env_mask"][i]
+        assert record.turn >= 3 and len(completion) == len(mask)
+        # Prompt + the model's tokens + the environment's tokens are the template's
+        # rendering of the conversation, up to the model's last stop token.
+        sequence = tokenizer.decode(output["prompt_ids"][i] + completion)
+        rendered = render(tokenizer, messages[:-1], False, rollout.chat_template)
+        assert rendered == sequence + family.tail
+        # The model's tokens are its answers, each ended by the family's end of turn.
+        model = [t for t, m in zip(completion, mask, strict=True) if m == 1]
+        answers = [m["content"] for m in messages if m["role"] == "assistant"]
+        turns = [[*tokenizer.encode(a, add_special_tokens=False), end] for a in answers]
+        assert model == [token for turn in turns for token in turn]
+
+
+def test_a_model_turn_the_template_writes_otherwise_stays_as_sampled(
+    live: ServiceProcess,
+) -> None:
+    """Qwen3's template puts an answer's reasoning on lines of its own; the model's turn
+    stays as the model wrote it, everything around it is the template's."""
+    tokenizer = FAMILIES["qwen3"].tokenizer()
+    with WanderClient(live.url) as client:
+        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
+                                run="template-as-sampled",
+                                backend=ScriptedBackend(tokenizer))  # fmt: skip
+        output = rollout([example_prompt(3)])
+        [record] = [client.episode(episode_id) for episode_id in output["episode_id"]]
+    messages = [m.model_dump(mode="json") for m in record.messages]
+    sequence = tokenizer.decode(output["prompt_ids"][0] + output["completion_ids"][0])
+    rendered = render(tokenizer, messages[:-1], False, rollout.chat_template)
+    assert "<think>thinking</think><move>" in sequence
+    assert (
+        rendered
+        == sequence.replace("<think>thinking</think>", "<think>\nthinking\n</think>\n\n") + "\n"
+    )
+
+
+def test_a_turn_ending_with_no_stop_token_of_the_model_fails_loudly(
+    live: ServiceProcess,
+) -> None:
+    """Gemma 3 ends a turn with <end_of_turn>, its tokenizer's EOS is <eos>: a model whose
+    stop tokens miss <end_of_turn> is refused, naming it, rather than trained on the
+    whole conversation again as "the environment's tokens"."""
+    tokenizer = FAMILIES["gemma3"].tokenizer()
+    end = tokenizer.convert_tokens_to_ids("<end_of_turn>")
+    with WanderClient(live.url) as client:
+        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
+                                run="template-no-stop",
+                                backend=ScriptedBackend(tokenizer, end=end))  # fmt: skip
+        with pytest.raises(ChatTemplateError, match=r"none of the model's stop tokens \['<eos>'\]"):
+            rollout([example_prompt(3)])
+
+
+GROWING_SYSTEM = (
+    "<|im_start|>system\n{{ messages | length }} messages so far<|im_end|>\n"
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def test_a_template_that_renders_earlier_turns_otherwise_fails_loudly(
+    live: ServiceProcess,
+) -> None:
+    tokenizer = build_tokenizer()
+    tokenizer.chat_template = GROWING_SYSTEM
+    with WanderClient(live.url) as client:
+        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
+                                run="template-growing",
+                                backend=ScriptedBackend(tokenizer))  # fmt: skip
+        with pytest.raises(ChatTemplateError, match="renders the conversation's earlier turns"):
+            rollout([example_prompt(3)])
+
+
+def test_a_failed_episode_is_left_out_of_training_and_counted(
+    live: ServiceProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    tokenizer = build_tokenizer()
+    with DeletingClient(live.url) as client:
+        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
+                                run="rollout-failed", backend=ScriptedBackend(tokenizer),
+                                max_failure_rate=0.25)  # fmt: skip
+        output = rollout([example_prompt(3)] * 2 + [example_prompt(8)] * 2)
+    [deleted] = client.deleted
+    failed = output["episode_id"].index(deleted)
+    for i in range(4):
+        components = [output[name][i] for name in COMPONENTS]
+        if i == failed:  # no reward, and not one of its tokens trained on
+            assert components == [None, None, None]
+            assert output["completion_ids"][i] and set(output["env_mask"][i]) == {0}
+        else:
+            assert all(isinstance(value, float) for value in components)
+            assert 1 in output["env_mask"][i]
+    [warning] = [r for r in caplog.records if r.name == "wander.trainer.rollout"]
+    assert warning.getMessage().startswith(
+        f"1 of 4 episodes of the batch failed (the first, {deleted}: episode_done: episode "
+        f"{deleted} is aborted)"
+    )
+
+
+def test_failures_above_the_rate_stop_the_run(live: ServiceProcess) -> None:
+    tokenizer = build_tokenizer()
+    with DeletingClient(live.url) as client:
+        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
+                                run="rollout-failing", backend=ScriptedBackend(tokenizer),
+                                max_failure_rate=0.2)  # fmt: skip
+        with pytest.raises(
+            RolloutFailed, match=r"1 of 4 episodes .* more than max_failure_rate = 0.2 of the batch"
+        ):
+            rollout([example_prompt(3)] * 2 + [example_prompt(8)] * 2)

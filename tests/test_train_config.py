@@ -4,6 +4,7 @@ any model loads."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -79,6 +80,35 @@ def test_temperature_and_top_p_have_one_value() -> None:
         GRPORunConfig(sampling={"top_p": 0.9}, grpo={"top_p": 0.5})
     with pytest.raises(ValueError, match="greater than 0"):
         GRPORunConfig(grpo={"temperature": 0})
+
+
+def test_top_k_has_one_value() -> None:
+    for run in (GRPORunConfig(grpo={"top_k": 20}), GRPORunConfig(sampling={"top_k": 20})):
+        assert run.sampling.top_k == trl_args(run).top_k == 20
+    with pytest.raises(ValueError, match=r"grpo.top_k \(5\) and sampling.top_k \(20\)"):
+        GRPORunConfig(sampling={"top_k": 20}, grpo={"top_k": 5})
+
+
+@pytest.mark.parametrize(
+    "option",
+    [{"repetition_penalty": 1.05}, {"min_p": 0.1}, {"generation_kwargs": {"top_h": 0.5}}],
+)
+def test_sampling_options_the_rollout_would_not_apply_are_refused(option: dict[str, Any]) -> None:
+    [name] = option
+    with pytest.raises(ValueError, match=f"grpo.{name} is not applied by Wander's rollout"):
+        GRPORunConfig(grpo=option)
+    # Neutral values, and TRL's own tool loop (which applies them), are fine.
+    GRPORunConfig(grpo={"repetition_penalty": 1.0, "min_p": 0.0, "generation_kwargs": {}})
+    GRPORunConfig(rollout="environment_factory", grpo=option)
+
+
+def test_max_failure_rate_is_a_share_of_the_batch_for_wanders_rollout() -> None:
+    assert GRPORunConfig().max_failure_rate == 0.1
+    for rate in (-0.1, 1.0):  # 1.0 would train on a batch of failures only
+        with pytest.raises(ValueError, match="max_failure_rate"):
+            GRPORunConfig(max_failure_rate=rate)
+    with pytest.raises(ValueError, match='max_failure_rate is for rollout = "rollout_func"'):
+        GRPORunConfig(rollout="environment_factory", max_failure_rate=0.5)
 
 
 def test_each_group_is_one_example_repeated() -> None:

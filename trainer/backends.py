@@ -8,8 +8,8 @@ from typing import Any, Protocol
 
 @dataclass(frozen=True)
 class Generation:
-    """The model's sampled tokens for one prompt (ending with EOS unless cut off), and
-    each token's sampling logprob where the backend knows it."""
+    """The model's sampled tokens for one prompt (ending with a stop token unless cut
+    off), and each token's sampling logprob where the backend knows it."""
 
     token_ids: list[int]
     logprobs: list[float] | None
@@ -23,9 +23,24 @@ class Backend(Protocol):
 
 @dataclass
 class Sampling:
+    """How each turn is sampled: these settings and nothing else (no repetition
+    penalty, no min-p, none of a checkpoint's own generation defaults), since TRL's
+    loss scores the tokens under plain ``softmax(logits / temperature)``."""
+
     max_new_tokens: int = 128
     temperature: float = 1.0
     top_p: float = 1.0
+    top_k: int = 0  # 0: the whole vocabulary
+
+
+def stop_token_ids(tokenizer: Any, generation_config: Any = None) -> list[int]:
+    """The tokens that end a turn, as TRL's GRPOTrainer stops on them: the tokenizer's
+    EOS and every EOS id of the model's generation config. They differ where a turn's
+    end is not the tokenizer's EOS (Gemma 3 ends a turn with ``<end_of_turn>``, its
+    EOS is ``<eos>``; Llama 3 with ``<|eot_id|>``)."""
+    declared = getattr(generation_config, "eos_token_id", None)
+    ids = [] if declared is None else [declared] if isinstance(declared, int) else list(declared)
+    return ids if tokenizer.eos_token_id in ids else [tokenizer.eos_token_id, *ids]
 
 
 class TransformersBackend:
@@ -37,41 +52,24 @@ class TransformersBackend:
     def generate(self, prompts: list[list[int]]) -> list[Generation]:
         import torch
 
+        from wander.trainer.plain_sampling import sample
+
         pad = self.tokenizer.pad_token_id
+        stops = stop_token_ids(self.tokenizer, self.model.generation_config)
         width = max(len(p) for p in prompts)
         ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
         was_training = self.model.training
         self.model.eval()
-        with torch.no_grad():
-            out = self.model.generate(
-                input_ids=ids.to(self.model.device),
-                attention_mask=mask.to(self.model.device),
-                do_sample=True,
-                temperature=self.sampling.temperature,
-                top_p=self.sampling.top_p,
-                top_k=0,  # not the model's default (often 50): the loss assumes the full softmax
-                max_new_tokens=self.sampling.max_new_tokens,
-                pad_token_id=pad,
-                eos_token_id=self.tokenizer.eos_token_id,
-                output_scores=True,
-                return_dict_in_generate=True,
-            )
-        if was_training:
-            self.model.train()
-        new = out.sequences[:, width:].tolist()
-        # Scores are the processed logits the tokens were sampled from.
-        steps = torch.stack(out.scores, dim=1).log_softmax(dim=-1)
+        try:
+            tokens, logprobs = sample(self.model, ids, mask, self.sampling, stops, pad)
+        finally:
+            if was_training:
+                self.model.train()
         generations = []
-        for row, tokens in enumerate(new):
-            end = (
-                tokens.index(self.tokenizer.eos_token_id) + 1
-                if self.tokenizer.eos_token_id in tokens
-                else len(tokens)
-            )
-            kept = tokens[:end]
-            logprobs = steps[row, torch.arange(end), torch.tensor(kept)].tolist()
-            generations.append(Generation(kept, logprobs))
+        for row, values in zip(tokens.tolist(), logprobs.tolist(), strict=True):
+            end = next((i + 1 for i, token in enumerate(row) if token in stops), len(row))
+            generations.append(Generation(row[:end], values[:end]))
         return generations
 
 
@@ -88,6 +86,7 @@ class VLLMServerBackend:
             n=1,
             temperature=self.sampling.temperature,
             top_p=self.sampling.top_p,
+            top_k=self.sampling.top_k,
             max_tokens=self.sampling.max_new_tokens,
             logprobs=0,
         )

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from wander.client import WanderClient
+from wander.trainer.rollout import MAX_FAILURE_RATE
 
 
 class SamplingConfig(BaseModel):
@@ -25,6 +26,7 @@ class SamplingConfig(BaseModel):
     max_tokens_per_turn: int = Field(128, ge=1)
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(0, ge=0, description="0: the whole vocabulary.")
 
 
 class GRPORunConfig(BaseModel):
@@ -53,6 +55,14 @@ class GRPORunConfig(BaseModel):
     run: str | None = Field(None, description="Run label of the training episodes.")
     output_dir: str = "runs/grpo"
     max_completion_length: int = Field(1024, ge=1)
+    max_failure_rate: float = Field(
+        MAX_FAILURE_RATE,
+        ge=0,
+        lt=1,
+        description="The share of a batch's episodes whose step may fail (deleted, expired, "
+        "the environment raised): those are left out of training (rewards None, tokens "
+        "masked) and counted as wander/failed_episodes; above it the run stops.",
+    )
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
     eval_examples: int = Field(
         0,
@@ -66,10 +76,10 @@ class GRPORunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _one_sampling(self) -> GRPORunConfig:
-        """``temperature`` and ``top_p`` have one value. TRL's loss divides the logits by
-        ``[grpo] temperature`` while the rollout samples with ``[sampling]``'s: set in one
-        table, the value is the run's; set in both, they must agree."""
-        for name in ("temperature", "top_p"):
+        """``temperature``, ``top_p`` and ``top_k`` have one value. TRL's loss divides the
+        logits by ``[grpo] temperature`` while the rollout samples with ``[sampling]``'s:
+        set in one table, the value is the run's; set in both, they must agree."""
+        for name in ("temperature", "top_p", "top_k"):
             if name not in self.grpo:
                 continue
             mine = getattr(self.sampling, name)
@@ -80,6 +90,27 @@ class GRPORunConfig(BaseModel):
                 )
             settings = {**self.sampling.model_dump(exclude_unset=True), name: self.grpo[name]}
             self.sampling = SamplingConfig.model_validate(settings)
+        return self
+
+    @model_validator(mode="after")
+    def _plain_sampling(self) -> GRPORunConfig:
+        """Wander's rollout samples with temperature, top-p and top-k only (the
+        distribution TRL's loss scores the tokens under): a ``[grpo]`` sampling option it
+        would not apply is refused, not ignored."""
+        if self.rollout != "rollout_func":
+            return self
+        neutral = {
+            "repetition_penalty": (1.0,),
+            "min_p": (None, 0.0),
+            "generation_kwargs": (None, {}),
+        }
+        for name, values in neutral.items():
+            if self.grpo.get(name) not in (None, *values):
+                raise ValueError(
+                    f"grpo.{name} is not applied by Wander's rollout (rollout = "
+                    '"rollout_func"), which samples with [sampling] temperature, top_p and '
+                    "top_k only: the distribution TRL's loss scores the tokens under"
+                )
         return self
 
     @model_validator(mode="after")
@@ -110,14 +141,18 @@ class GRPORunConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _turn_length_needs_the_rollout(self) -> GRPORunConfig:
-        if (
-            self.rollout == "environment_factory"
-            and "max_tokens_per_turn" in self.sampling.model_fields_set
-        ):
+    def _options_need_the_rollout(self) -> GRPORunConfig:
+        if self.rollout != "environment_factory":
+            return self
+        if "max_tokens_per_turn" in self.sampling.model_fields_set:
             raise ValueError(
                 'sampling.max_tokens_per_turn is for rollout = "rollout_func"; TRL\'s tool '
                 "loop (environment_factory) generates each turn within max_completion_length"
+            )
+        if "max_failure_rate" in self.model_fields_set:
+            raise ValueError(
+                'max_failure_rate is for rollout = "rollout_func"; in TRL\'s tool loop '
+                "(environment_factory) a failed tool call is the tool's error reply to the model"
             )
         return self
 

@@ -31,11 +31,24 @@ def stratified_order(examples: int, groups: int, seed: int = 0) -> list[int]:
     return [index for block in blocks for index in block]
 
 
-def reward_function(component: str) -> Callable[..., list[float]]:
-    """A TRL reward function reading one score component the rollout returned."""
+def reward_function(
+    component: str, *, counts_failures: bool = False
+) -> Callable[..., list[float | None]]:
+    """A TRL reward function reading one score component the rollout returned: None
+    for a failed episode, which TRL leaves out of its group's baseline (advantage 0).
+    ``counts_failures``: also logs how many episodes of the batch failed, as
+    ``wander/failed_episodes`` (one of a run's reward functions does)."""
 
-    def reward(prompts: list[Any], completions: list[Any], **fields: Any) -> list[float]:
-        return [float(value) for value in fields[component]]
+    def reward(
+        prompts: list[Any],
+        completions: list[Any],
+        log_metric: Callable[[str, float], None] | None = None,
+        **fields: Any,
+    ) -> list[float | None]:
+        values = fields[component]
+        if counts_failures and log_metric is not None:
+            log_metric("wander/failed_episodes", float(sum(value is None for value in values)))
+        return [None if value is None else float(value) for value in values]
 
     reward.__name__ = component
     return reward
@@ -67,6 +80,7 @@ def trl_args(run: GRPORunConfig) -> Any:
         "max_completion_length": run.max_completion_length,
         "temperature": run.sampling.temperature,
         "top_p": run.sampling.top_p,
+        "top_k": run.sampling.top_k,
         "shuffle_dataset": False,  # the order below keeps batches stratified
         "report_to": "none",
         **({"eval_strategy": "steps"} if run.eval_examples else {}),
@@ -136,15 +150,19 @@ def rollout_func_plan(run: GRPORunConfig, client: WanderClient, tokenizer: Any) 
             split=split,
             run=label,
             sampling=Sampling(
-                run.sampling.max_tokens_per_turn, run.sampling.temperature, run.sampling.top_p
+                run.sampling.max_tokens_per_turn,
+                run.sampling.temperature,
+                run.sampling.top_p,
+                run.sampling.top_k,
             ),
             max_completion_length=run.max_completion_length,
+            max_failure_rate=run.max_failure_rate,
         )
 
     train = rollout(run.split, run.run)
     evaluation = rollout(run.eval_split, f"{run.run}-eval" if run.run else None)
     return RolloutPlan(
-        [reward_function(c.name) for c in components],
+        [reward_function(c.name, counts_failures=i == 0) for i, c in enumerate(components)],
         [c.weight for c in components],
         lambda example: {"prompt": example_prompt(example)},
         {"rollout_func": ByMode(train, evaluation) if run.eval_examples else train},

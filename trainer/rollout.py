@@ -11,13 +11,28 @@ What the trainer learns from is the model's own sampled token ids for its turns;
 the environment's turns are tokenized from the chat-template delta and masked
 out of the loss (``env_mask`` 0). The service's score components come back as
 extra fields, one per reward component.
+
+The trainer's sequence is the conversation as the chat template renders it, each
+model turn as sampled: prompt, then per turn the model's tokens (up to and with
+its stop token) and what the template puts between that turn and the next
+generation prompt. Where TRL ships a training copy of the model's template (one
+that renders every turn the same however the conversation goes on: Qwen3's own
+drops earlier turns' reasoning), the rollout renders with that copy.
+
+An episode whose step fails (the service answers that step with an error: the
+episode was deleted or expired, the environment raised) is left out of training
+rather than ending the run, as TRL treats a completion no reward function could
+score: its score components are None (TRL leaves it out of its group's baseline
+and gives it advantage 0) and all its tokens are masked. The batch's count is
+logged; above ``max_failure_rate`` of the batch, the rollout stops the run.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,8 +43,16 @@ from wander.trainer.backends import (
     Sampling,
     TransformersBackend,
     VLLMServerBackend,
+    stop_token_ids,
 )
 from wander.trainer.text import storable
+
+log = logging.getLogger(__name__)
+
+MAX_FAILURE_RATE = 0.1
+"""The share of a batch's episodes that may fail before the run stops: a few lost
+episodes (expired, or hit by an environment's bug) cost a few samples; more means
+something is wrong with the service or the environment."""
 
 
 def example_prompt(example: int) -> list[dict[str, str]]:
@@ -81,30 +104,95 @@ def batch_layout(trainer: Any) -> tuple[int | None, int, int]:
     return size, trainer.accelerator.process_index, trainer.accelerator.num_processes
 
 
-def render(tokenizer: Any, messages: Sequence[dict[str, Any]], generation_prompt: bool) -> str:
+class RolloutFailed(RuntimeError):
+    """More of a batch's episodes failed than the run allows (``max_failure_rate``)."""
+
+
+class ChatTemplateError(ValueError):
+    """The chat template cannot be cut into the model's turns and the environment's."""
+
+
+def rollout_chat_template(tokenizer: Any) -> str | None:
+    """TRL's training copy of ``tokenizer``'s chat template where TRL ships one (None:
+    the tokenizer's own template is fine, or TRL does not know it)."""
+    from trl.chat_template_utils import get_training_chat_template
+
+    try:
+        return get_training_chat_template(tokenizer)
+    except ValueError:  # a template TRL does not know: the delta checks below guard it
+        return None
+
+
+def render(
+    tokenizer: Any,
+    messages: Sequence[dict[str, Any]],
+    generation_prompt: bool,
+    chat_template: str | None = None,
+) -> str:
     return str(
         tokenizer.apply_chat_template(
-            list(messages), tokenize=False, add_generation_prompt=generation_prompt
+            list(messages),
+            tokenize=False,
+            add_generation_prompt=generation_prompt,
+            chat_template=chat_template,
         )
     )
 
 
+def prompt_tokens(tokenizer: Any, text: str) -> list[int]:
+    """The tokens of a rendered prompt, checked to decode back to it."""
+    ids: list[int] = tokenizer.encode(text, add_special_tokens=False)
+    back = tokenizer.decode(ids, clean_up_tokenization_spaces=False)
+    if back != text:
+        raise ChatTemplateError(
+            f"the tokenizer does not give back the prompt it tokenized: {text[-200:]!r} "
+            f"came back as {back[-200:]!r}"
+        )
+    return ids
+
+
 def environment_tokens(
-    tokenizer: Any,
-    through_assistant: Sequence[dict[str, Any]],
-    with_replies: Sequence[dict[str, Any]],
-    model_ended_turn: bool,
+    tokenizer: Any, before: str, after: str, stop_ids: Collection[int], model_ended: bool
 ) -> list[int]:
-    """The tokens the chat template places between the model's end-of-turn token and
-    the next generation prompt: the environment's reply, templated."""
-    before = render(tokenizer, through_assistant, False)
-    after = render(tokenizer, with_replies, True)
+    """The tokens that follow a model turn in the trainer's sequence: the rest of the
+    template's end of that turn, the environment's reply, the next generation prompt.
+
+    ``before`` is the conversation rendered up to the generation prompt the model
+    answered, ``after`` with the answer and the environment's replies. The model's
+    turn ends at the first of its stop tokens the template writes after ``before``
+    (``<|im_end|>``, Gemma's ``<end_of_turn>``, Llama 3's ``<|eot_id|>``); if the
+    model stopped itself, its own stop token stands there, else (cut off) the
+    template's is added, masked like the environment's tokens. The model's turn
+    stays in the sequence as sampled, however the template would render its text.
+    """
     if not after.startswith(before):
-        raise ValueError("the chat template renders a conversation differently once it grows")
-    eos = tokenizer.eos_token
-    cut = before.rfind(eos) + len(eos)
-    ids: list[int] = tokenizer.encode(after[cut:], add_special_tokens=False)
-    return ids if model_ended_turn else [tokenizer.eos_token_id, *ids]
+        raise ChatTemplateError(
+            "the chat template renders the conversation's earlier turns differently once "
+            "it grows (e.g. it drops the reasoning of earlier turns), so the prompt the "
+            "model answered is not the start of the conversation that follows: give the "
+            "tokenizer a template that renders each turn the same however the "
+            "conversation goes on (TRL ships such training copies of the usual families' "
+            f"templates, used when the model's is one of them).\nbefore: {before[-300:]!r}\n"
+            f"after: {after[len(before) - 300 : len(before) + 300]!r}"
+        )
+    turn = after[len(before) :]
+    ids: list[int] = tokenizer.encode(turn, add_special_tokens=False)
+    end = next((i for i, token in enumerate(ids) if token in stop_ids), None)
+    if end is None:
+        stops = tokenizer.convert_ids_to_tokens(list(stop_ids))
+        raise ChatTemplateError(
+            f"the chat template ends the assistant's turn with none of the model's stop "
+            f"tokens {stops}, so the model's turn cannot be told from the environment's "
+            f"(the turn as rendered: {turn[:300]!r}); the model's generation config must "
+            "list the token that ends a turn among its eos_token_id"
+        )
+    rest = tokenizer.decode(ids[end:], clean_up_tokenization_spaces=False)
+    if not turn.endswith(rest):
+        raise ChatTemplateError(
+            f"the tokenizer does not give back the environment's turn it tokenized: "
+            f"{turn[-300:]!r} came back as {rest[-300:]!r}"
+        )
+    return ids[end + 1 :] if model_ended else ids[end:]
 
 
 @dataclass
@@ -114,11 +202,13 @@ class Trajectory:
     episode_id: str
     turn: int
     messages: list[dict[str, Any]]
+    rendered: str  # ``messages`` as the chat template renders them, up to the generation prompt
     prompt_ids: list[int]
     completion_ids: list[int] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     live: bool = True
+    failure: str | None = None  # why a step of the episode failed, if one did
 
     def add_model(self, generation: Generation) -> None:
         self.completion_ids += generation.token_ids
@@ -129,6 +219,11 @@ class Trajectory:
         self.completion_ids += ids
         self.env_mask += [0] * len(ids)
         self.logprobs += [0.0] * len(ids)
+
+    def fail(self, failure: str) -> None:
+        """Ends the episode's part in the batch: none of its tokens is trained on."""
+        self.live, self.failure = False, failure
+        self.env_mask = [0] * len(self.env_mask)
 
 
 class WanderRollout:
@@ -147,13 +242,21 @@ class WanderRollout:
         sampling: Sampling | None = None,
         max_completion_length: int = 1024,
         backend: Backend | None = None,
+        stop_ids: Sequence[int] | None = None,
+        max_failure_rate: float = MAX_FAILURE_RATE,
     ) -> None:
+        """``stop_ids``: the tokens that end a model's turn; by default the trainer's
+        model's, as TRL stops on them (``stop_token_ids``). ``max_failure_rate``: the
+        share of a batch's episodes that may fail (see the module docstring)."""
         self.client, self.env, self.tokenizer = client, env, tokenizer
         self.components = list(components)
         self.config, self.split, self.run = config, split, run
         self.sampling = sampling or Sampling()
         self.max_completion_length = max_completion_length
         self.backend = backend
+        self.stop_ids = stop_ids
+        self.max_failure_rate = max_failure_rate
+        self.chat_template = rollout_chat_template(tokenizer)
 
     def backend_for(self, trainer: Any) -> Backend:
         if self.backend is not None:
@@ -162,8 +265,14 @@ class WanderRollout:
             return VLLMServerBackend(trainer.vllm_generation.vllm_client, self.sampling)
         return TransformersBackend(trainer.model, self.tokenizer, self.sampling)
 
+    def stops_for(self, trainer: Any) -> set[int]:
+        if self.stop_ids is not None:
+            return set(self.stop_ids)
+        model = getattr(trainer, "model", None)
+        return set(stop_token_ids(self.tokenizer, getattr(model, "generation_config", None)))
+
     def __call__(self, prompts: list[list[dict[str, Any]]], trainer: Any = None) -> dict[str, Any]:
-        backend = self.backend_for(trainer)
+        backend, stops = self.backend_for(trainer), self.stops_for(trainer)
         examples = [_example(prompt) for prompt in prompts]
         trajectories = self._start(episode_groups(examples, *batch_layout(trainer)))
         while live := [t for t in trajectories if t.live]:
@@ -171,17 +280,22 @@ class WanderRollout:
             texts = self.tokenizer.batch_decode(
                 [g.token_ids for g in generations], skip_special_tokens=True
             )
+            actions = [storable(text) for text in texts]
             results = self.client.step_many(
                 [
-                    {"episode_id": t.episode_id, "action": storable(text), "turn": t.turn}
-                    for t, text in zip(live, texts, strict=True)
+                    {"episode_id": t.episode_id, "action": action, "turn": t.turn}
+                    for t, action in zip(live, actions, strict=True)
                 ]
             )
-            for trajectory, generation, text, result in zip(
-                live, generations, texts, results, strict=True
+            for trajectory, generation, action, result in zip(
+                live, generations, actions, results, strict=True
             ):
-                self._advance(trajectory, generation, text, result)
-        scores = [self.client.score(t.episode_id, partial=True) for t in trajectories]
+                self._advance(trajectory, generation, action, result, stops)
+        self._check_failures(trajectories)
+        scores = [
+            None if t.failure is not None else self.client.score(t.episode_id, partial=True)
+            for t in trajectories
+        ]
         output: dict[str, Any] = {
             "prompt_ids": [t.prompt_ids for t in trajectories],
             "completion_ids": [t.completion_ids for t in trajectories],
@@ -190,8 +304,24 @@ class WanderRollout:
             "episode_id": [t.episode_id for t in trajectories],
         }
         for name in self.components:
-            output[name] = [score.components[name] for score in scores]
+            output[name] = [None if score is None else score.components[name] for score in scores]
         return output
+
+    def _check_failures(self, trajectories: list[Trajectory]) -> None:
+        failed = [t for t in trajectories if t.failure is not None]
+        if not failed:
+            return
+        what = (
+            f"{len(failed)} of {len(trajectories)} episodes of the batch failed (the first, "
+            f"{failed[0].episode_id}: {failed[0].failure})"
+        )
+        if len(failed) > self.max_failure_rate * len(trajectories):
+            raise RolloutFailed(
+                f"{what}: more than max_failure_rate = {self.max_failure_rate} of the batch, "
+                "so the run stops; check the service and the environment (or raise "
+                "max_failure_rate in the run's config)"
+            )
+        log.warning("%s; left out of training (rewards None, tokens masked)", what)
 
     def _start(self, groups: list[tuple[int, int]]) -> list[Trajectory]:
         """One episode group per GRPO group (``episode_groups``)."""
@@ -207,31 +337,37 @@ class WanderRollout:
             )
             for episode in group:
                 messages = [m.model_dump(mode="json") for m in episode.messages]
-                prompt = self.tokenizer.encode(
-                    render(self.tokenizer, messages, True), add_special_tokens=False
+                rendered = render(self.tokenizer, messages, True, self.chat_template)
+                prompt = prompt_tokens(self.tokenizer, rendered)
+                trajectories.append(
+                    Trajectory(episode.id, episode.turn, messages, rendered, prompt)
                 )
-                trajectories.append(Trajectory(episode.id, episode.turn, messages, prompt))
         return trajectories
 
     def _advance(
-        self, trajectory: Trajectory, generation: Generation, text: str, result: Any
+        self,
+        trajectory: Trajectory,
+        generation: Generation,
+        action: str,
+        result: Any,
+        stops: Collection[int],
     ) -> None:
         if isinstance(result, StepError):
-            raise RuntimeError(f"step of {trajectory.episode_id} failed: {result.error.message}")
+            trajectory.fail(f"{result.error.code}: {result.error.message}")
+            return
         trajectory.add_model(generation)
         trajectory.turn = result.turn
         if result.done:
             trajectory.live = False
             return
-        through = [*trajectory.messages, {"role": "assistant", "content": text}]
         replies = [m.model_dump(mode="json") for m in result.observation]
-        ended = bool(generation.token_ids) and (
-            generation.token_ids[-1] == self.tokenizer.eos_token_id
-        )
+        messages = [*trajectory.messages, {"role": "assistant", "content": action}, *replies]
+        rendered = render(self.tokenizer, messages, True, self.chat_template)
+        ended = bool(generation.token_ids) and generation.token_ids[-1] in stops
         trajectory.add_environment(
-            environment_tokens(self.tokenizer, through, [*through, *replies], ended)
+            environment_tokens(self.tokenizer, trajectory.rendered, rendered, stops, ended)
         )
-        trajectory.messages = [*through, *replies]
+        trajectory.messages, trajectory.rendered = messages, rendered
         if len(trajectory.completion_ids) >= self.max_completion_length:
             trajectory.live = False  # out of room: scored as it stands, then dropped
             self.client.delete(trajectory.episode_id)
