@@ -12,6 +12,7 @@ in memory (bench/openenv_tictactoe.py, run from a venv of its own: `openenv_pyth
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -30,11 +31,12 @@ import httpx
 import redis
 
 from bench.baseline import play_in_process
-from wander.testing import ServiceProcess, cached_venv
+from wander.testing import ServiceProcess, cached_venv, running_processes
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
 SESSIONS = 64  # concurrent OpenEnv WebSocket sessions on each server
+WS_ROUNDS = 3  # interleaved rounds of the WebSocket comparison; each server's median is kept
 SINGLE_AGENTS = (1, 16, 64, 256)
 BATCHES = ((1, 64), (1, 256), (4, 64), (4, 256))  # (agents, episodes per request)
 
@@ -85,8 +87,14 @@ def openenv_python() -> str:
     return str(cached_venv(home, ["openenv==0.10.*"], ROOT / "constraints.txt"))
 
 
-def websocket_rows(on_redis: dict[str, str], python: str, seconds: float) -> list[dict[str, Any]]:
-    """The same WebSocket load on Wander (Redis) and on OpenEnv's own server (memory)."""
+def websocket_rows(
+    on_redis: dict[str, str], python: str, seconds: float, rounds: int = WS_ROUNDS
+) -> list[dict[str, Any]]:
+    """The same WebSocket load on Wander (Redis) and on OpenEnv's own server (memory), in
+    interleaved rounds (Wander, OpenEnv, Wander, ...): on a shared machine one run of each
+    swings by a third, and a round's neighbour sees the same weather. Each server's row
+    is its median round by steps/s, with the CPU time its processes spent per step
+    (from /proc), which the machine's other load moves less than throughput."""
     wander = ServiceProcess(on_redis).start()
     openenv = ServiceProcess(
         {},
@@ -96,27 +104,51 @@ def websocket_rows(on_redis: dict[str, str], python: str, seconds: float) -> lis
         cwd=str(ROOT),
         module="uvicorn",
     )
-    rows = []
+    measured: dict[str, list[dict[str, Any]]] = {"wander": [], "openenv 0.10": []}
     try:
         openenv.start()
         targets = (
-            ("wander", "redis", f"{wander.url}/openenv/tictactoe"),
-            ("openenv 0.10", "memory", openenv.url),
+            ("wander", "redis", wander, f"{wander.url}/openenv/tictactoe"),
+            ("openenv 0.10", "memory", openenv, openenv.url),
         )
-        for server, store, url in targets:
+        for _, _, _, url in targets:
             load(url, 1.0, mode="ws", agents=SESSIONS)  # warm up: imports, first sessions
-            measured = load(url, seconds, mode="ws", agents=SESSIONS)
-            row = {"server": server, "store": store, **measured}
-            print(
-                f"{server:>12} {store:>6} WS K={SESSIONS} {row['steps_per_s']:>8.0f} steps/s  "
-                f"p99 {row['p99_ms']:.1f} ms",
-                flush=True,
-            )
-            rows.append(row)
+        for round_ in range(rounds):
+            for server, store, process, url in targets:
+                before = _cpu_seconds(process)
+                row = {"server": server, "store": store, **load(url, seconds, mode="ws",
+                                                                agents=SESSIONS)}  # fmt: skip
+                row["cpu_us_per_step"] = 1e6 * (_cpu_seconds(process) - before) / row["steps"]
+                print(
+                    f"{server:>12} {store:>6} WS K={SESSIONS} round {round_ + 1}: "
+                    f"{row['steps_per_s']:>8.0f} steps/s  p99 {row['p99_ms']:.1f} ms  "
+                    f"{row['cpu_us_per_step']:.0f} µs CPU/step",
+                    flush=True,
+                )
+                measured[server].append(row)
     finally:
         wander.kill()
         openenv.kill()
-    return rows
+    return [_median_round(rows) for rows in measured.values()]
+
+
+def _median_round(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median round by steps/s, with every round's steps/s beside it."""
+    ordered = sorted(rows, key=lambda row: row["steps_per_s"])
+    return {**ordered[(len(ordered) - 1) // 2], "rounds": [r["steps_per_s"] for r in rows]}
+
+
+def _cpu_seconds(server: ServiceProcess) -> float:
+    """CPU time (user + system) the server's processes have used so far."""
+    assert server.process is not None
+    group = server.process.pid
+    ticks = 0
+    for process in running_processes():
+        if process.pgid == group:
+            with contextlib.suppress(OSError):  # it ended while we looked
+                fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _line(row: dict[str, Any]) -> str:
@@ -127,12 +159,22 @@ def _line(row: dict[str, Any]) -> str:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    ceiling = {b["opponent"]: b["steps_per_s"] for b in report["baseline"]}
     lines = [
         f"Measured {report['date']} on {report['machine']['cpu']}, "
         f"{report['machine']['cores']} cores (service and load generator sharing them), "
         f"Python {report['machine']['python']}, Redis {report['machine']['redis']}; "
         f"{report['seconds']:g} s per cell, random legal moves against the random opponent.",
+    ]
+    return "\n".join(lines + matrix_table(report) + websocket_table(report["websocket"])) + "\n"
+
+
+def matrix_table(report: dict[str, Any]) -> list[str]:
+    """The matrix's rows, each with its share of the in-process ceiling (none for a
+    WebSocket-only run)."""
+    if not report["rows"]:
+        return []
+    ceiling = {b["opponent"]: b["steps_per_s"] for b in report["baseline"]}
+    lines = [
         "",
         "| store | workers | endpoint | agents K | episodes/request B | steps/s | episodes/s "
         "| p50 ms | p95 ms | p99 ms | errors | share of in-process |",
@@ -153,7 +195,7 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {b['opponent']} | {b['steps_per_s']:,.0f} | {b['episodes_per_s']:,.0f} "
             f"| {b['p50_us']:.1f} | {b['p99_us']:.1f} |"
         )
-    return "\n".join(lines + websocket_table(report["websocket"])) + "\n"
+    return lines
 
 
 def websocket_table(rows: list[dict[str, Any]]) -> list[str]:
@@ -165,14 +207,17 @@ def websocket_table(rows: list[dict[str, Any]]) -> list[str]:
         f"OpenEnv WebSocket sessions: {SESSIONS} sessions, `reset` then `step` frames until "
         "done, step frames timed:",
         "",
-        "| server | store | sessions | steps/s | episodes/s | p50 ms | p95 ms | p99 ms | errors |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| server | store | sessions | steps/s (median round) | all rounds | episodes/s "
+        "| p50 ms | p95 ms | p99 ms | server CPU µs/step | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
+        rounds = ", ".join(f"{value:,.0f}" for value in row.get("rounds", [row["steps_per_s"]]))
+        cpu = f"{row['cpu_us_per_step']:.0f}" if "cpu_us_per_step" in row else "-"
         lines.append(
             f"| {row['server']} | {row['store']} | {row['agents']} | {row['steps_per_s']:,.0f} "
-            f"| {row['episodes_per_s']:,.0f} | {row['p50_ms']:.1f} | {row['p95_ms']:.1f} "
-            f"| {row['p99_ms']:.1f} | {row['errors']} |"
+            f"| {rounds} | {row['episodes_per_s']:,.0f} | {row['p50_ms']:.1f} "
+            f"| {row['p95_ms']:.1f} | {row['p99_ms']:.1f} | {cpu} | {row['errors']} |"
         )
     wander, openenv = rows
     ratio = wander["steps_per_s"] / openenv["steps_per_s"]
@@ -201,22 +246,32 @@ def main() -> None:
         "--openenv-python",
         help="python of a venv with openenv 0.10 (default: built under .cache/bench/)",
     )
+    parser.add_argument(
+        "--websocket-only", action="store_true",
+        help="only the OpenEnv WebSocket comparison (about a minute), into websocket.md",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ws-rounds", type=int, default=WS_ROUNDS,
+        help="interleaved rounds of the WebSocket comparison (each server's median is kept)",
+    )  # fmt: skip
     args = parser.parse_args()
     python = args.openenv_python or openenv_python()
-    baseline = [asdict(play_in_process(opponent)) for opponent in ("random", "optimal")]
+    baseline: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch:
         database = {
             "WANDER_DATABASE_URL": f"sqlite:///{scratch}/bench.db",
             "WANDER_LOG_LEVEL": "warning",  # no line per request
         }
-        rows += matrix("memory", {**database, "WANDER_REDIS_URL": ""}, 1, args.seconds)
         prefix = f"bench:{uuid.uuid4().hex[:8]}:"
         on_redis = {**database, "WANDER_REDIS_URL": args.redis_url, "WANDER_REDIS_PREFIX": prefix}
-        rows += matrix("redis", on_redis, 1, args.seconds)
-        if args.redis_workers > 1:
-            rows += matrix("redis", on_redis, args.redis_workers, args.seconds)
-        sockets = websocket_rows(on_redis, python, args.seconds)
+        if not args.websocket_only:
+            baseline = [asdict(play_in_process(opponent)) for opponent in ("random", "optimal")]
+            rows += matrix("memory", {**database, "WANDER_REDIS_URL": ""}, 1, args.seconds)
+            rows += matrix("redis", on_redis, 1, args.seconds)
+            if args.redis_workers > 1:
+                rows += matrix("redis", on_redis, args.redis_workers, args.seconds)
+        sockets = websocket_rows(on_redis, python, args.seconds, args.ws_rounds)
         client = redis.Redis.from_url(args.redis_url)
         for key in client.scan_iter(match=f"{prefix}*"):
             client.delete(key)
@@ -230,9 +285,10 @@ def main() -> None:
     }
     RESULTS.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    (RESULTS / f"service-{stamp}.json").write_text(json.dumps(report, indent=2) + "\n")
+    kind = "websocket" if args.websocket_only else "service"
+    (RESULTS / f"{kind}-{stamp}.json").write_text(json.dumps(report, indent=2) + "\n")
     table = markdown(report)
-    (RESULTS / "latest.md").write_text(table)
+    (RESULTS / ("websocket.md" if args.websocket_only else "latest.md")).write_text(table)
     print(table)
 
 
