@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,11 @@ def one(kind: str, name: str | None = None) -> Manifest:
     return found
 
 
+def container(manifest: Manifest) -> Manifest:
+    [found] = manifest["spec"]["template"]["spec"]["containers"]
+    return found  # type: ignore[no-any-return]
+
+
 def check(manifest: Manifest, version: str) -> None:
     """Raises kubernetes_validate.ValidationError where the API would refuse it."""
     try:
@@ -59,6 +66,26 @@ def test_the_kustomization_applies_every_manifest_but_the_example_secret() -> No
     assert kustomization["images"] == [{"name": "wander", "newTag": "0.1.0"}]
 
 
+def test_kustomize_builds_what_the_files_say() -> None:
+    """What ``kubectl apply -k`` sends: the files, labelled, with the image's tag."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("no kubectl on this machine: the kustomization is not built")
+    built = subprocess.run(
+        [kubectl, "kustomize", str(KUBERNETES)], capture_output=True, text=True, timeout=60
+    )
+    assert built.returncode == 0, built.stderr
+    manifests = [d for d in yaml.safe_load_all(built.stdout) if d]
+    assert sorted((m["kind"], m["metadata"]["name"]) for m in manifests) == sorted(
+        (m["kind"], m["metadata"]["name"]) for m in applied()
+    )
+    for manifest in manifests:
+        assert manifest["metadata"]["labels"]["app.kubernetes.io/part-of"] == "wander"
+        check(manifest, VERSIONS[-1])
+    images = {container(m)["image"] for m in manifests if m["kind"] in ("Deployment", "Job")}
+    assert images == {"wander:0.1.0"}
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_manifest_validates_against_the_kubernetes_schemas(version: str) -> None:
     manifests = applied() + documents(KUBERNETES / EXAMPLE)
@@ -68,11 +95,6 @@ def test_every_manifest_validates_against_the_kubernetes_schemas(version: str) -
     }  # fmt: skip
     for manifest in manifests:
         check(manifest, version)
-
-
-def container(manifest: Manifest) -> Manifest:
-    [found] = manifest["spec"]["template"]["spec"]["containers"]
-    return found  # type: ignore[no-any-return]
 
 
 def misspelt_field(deployment: Manifest) -> None:
