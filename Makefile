@@ -6,7 +6,7 @@ PIP := $(BIN)/python -m pip install --quiet
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test bench lint wheel clean
+.PHONY: serve test bench bench-scaling lint wheel clean
 
 # Serving needs the service extra and nothing more: no torch, transformers or TRL.
 $(VENV)/.serve: pyproject.toml
@@ -32,6 +32,12 @@ test: $(VENV)/.dev
 bench: $(VENV)/.dev
 	$(PIP) -c constraints.txt -e '.[bench]'
 	$(BIN)/python -m bench.run
+
+# Steps/s against service workers (1, 2, 4) on one Redis: bench/results/scaling.{png,md}.
+# SCALING="--workers 1,2,4,8,16 --generators 4" on a larger host (bench/README.md).
+bench-scaling: $(VENV)/.dev
+	$(PIP) -c constraints.txt -e '.[bench,plot]'
+	$(BIN)/python -m bench.scaling $(SCALING)
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .

@@ -41,13 +41,13 @@ SINGLE_AGENTS = (1, 16, 64, 256)
 BATCHES = ((1, 64), (1, 256), (4, 64), (4, 256))  # (agents, episodes per request)
 
 
-def machine() -> dict[str, Any]:
+def machine(redis_url: str) -> dict[str, Any]:
     cpu = next(
         (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
          if line.startswith("model name")),
         platform.processor(),
     )  # fmt: skip
-    info = redis.Redis.from_url(os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"))
+    info = redis.Redis.from_url(redis_url)
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
@@ -277,7 +277,7 @@ def main() -> None:
             client.delete(key)
     report = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": machine(),
+        "machine": machine(args.redis_url),
         "seconds": args.seconds,
         "baseline": baseline,
         "rows": rows,

@@ -5,16 +5,21 @@ HTTP without a certificate (``docker compose up`` as it always was), TLS on top 
 The files are the ones compose mounts, with Docker's names swapped for this machine's:
 the upstream ``service:8000`` for an echo server (``tests/echo.py``), the ports for free
 ones, ``/etc/nginx/`` for a temporary folder. The directives under test are untouched.
+For ``docker compose up --scale service=N``, ``service`` stays a name: a stand-in for
+Docker's DNS (``tests/resolver.py``) answers it with the addresses of two real
+``wander serve`` replicas on one Redis, then of more, as scaling up does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import socket
 import ssl
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,9 +29,12 @@ from typing import Any
 import httpx
 import pytest
 import websockets
+from prometheus_client.parser import text_string_to_metric_families
 
+from bench.loadgen import run_load
 from tests.keyed import KEY as KEYED
 from tests.keyed import keyed_service
+from tests.resolver import Resolver
 from wander.client import Unauthorized, WanderClient
 from wander.testing import ServiceProcess, free_port
 
@@ -60,9 +68,13 @@ def swap(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
-def local(config: Path, etc: Path, upstream: int, http: int, https: int) -> str:
-    text = swap(config.read_text(), "http://service:8000", f"http://127.0.0.1:{upstream}")
+def local(
+    config: Path, etc: Path, upstream: str, http: int, https: int, resolver: str | None
+) -> str:
+    text = swap(config.read_text(), "http://service:8000", f"http://{upstream}")
     text = swap(text, "/etc/nginx/", f"{etc}/")
+    if resolver is not None:  # this machine's stand-in for Docker's DNS, asked every second
+        text = swap(text, "resolver 127.0.0.11 valid=5s;", f"resolver {resolver} valid=1s;")
     if "listen 443 ssl;" in text:
         return swap(text, "listen 443 ssl;", f"listen 127.0.0.1:{https} ssl;")
     return swap(text, "listen 8000;", f"listen 127.0.0.1:{http};")
@@ -82,15 +94,20 @@ def make_certificate(folder: Path) -> None:
 
 
 @contextmanager
-def nginx(folder: Path, upstream: int, *, tls: bool) -> Iterator[Proxy]:
+def nginx(
+    folder: Path, upstream: int | str, *, tls: bool, resolver: str | None = None
+) -> Iterator[Proxy]:
     """nginx on deploy/nginx.conf, with deploy/nginx-tls.conf and a certificate if ``tls``;
-    stopped, and its access log complete, when the block ends."""
+    stopped, and its access log complete, when the block ends. ``upstream`` is a port on
+    127.0.0.1, or ``service:PORT`` resolved by the DNS server at ``resolver``."""
     assert NGINX is not None
     etc, http, https = folder / "etc", free_port(), free_port()
+    address = f"127.0.0.1:{upstream}" if isinstance(upstream, int) else upstream
     (etc / "wander.d").mkdir(parents=True)
-    (etc / "nginx.conf").write_text(local(DEPLOY / "nginx.conf", etc, upstream, http, https))
+    conf = local(DEPLOY / "nginx.conf", etc, address, http, https, resolver)
+    (etc / "nginx.conf").write_text(conf)
     if tls:
-        tls_conf = local(DEPLOY / "nginx-tls.conf", etc, upstream, http, https)
+        tls_conf = local(DEPLOY / "nginx-tls.conf", etc, address, http, https, None)
         (etc / "wander.d" / "tls.conf").write_text(tls_conf)
         make_certificate(etc / "tls")
     places = f"daemon off; pid {folder}/nginx.pid; error_log {folder}/error.log;"
@@ -209,3 +226,65 @@ def test_the_client_plays_through_the_tls_proxy_with_its_key(
                 keyless.episode(episode.id)
     finally:
         service.stop()
+
+
+@pytest.fixture
+def replicas(redis_url: str, redis_prefix: str, tmp_path: Path) -> Iterator[list[ServiceProcess]]:
+    """Two ``wander serve`` on one Redis and one archive, as ``--scale service=2`` runs
+    them: one port on two addresses (127.0.0.1 and 127.0.0.2, as on two containers)."""
+    env = {"WANDER_REDIS_URL": redis_url, "WANDER_REDIS_PREFIX": redis_prefix,
+           "WANDER_DATABASE_URL": f"sqlite:///{tmp_path}/archive.db"}  # fmt: skip
+    port, started = free_port(), []
+    try:
+        for host in ("127.0.0.1", "127.0.0.2"):  # one after the other: one migrates
+            started.append(ServiceProcess(env, host=host, port=port).start())
+        yield started
+    finally:
+        for process in started:
+            process.stop()
+
+
+def worker(url: str) -> str:
+    """The pid of the process that answers at ``url`` (its X-Wander-Worker header)."""
+    answer = httpx.get(f"{url}/healthz")
+    assert answer.status_code == 200, answer.text
+    return answer.headers["x-wander-worker"]
+
+
+def served_by(proxy: Proxy, requests: int) -> Counter[str]:
+    return Counter(worker(proxy.http) for _ in range(requests))
+
+
+def steps(process: ServiceProcess) -> float:
+    """The steps this process applied, by its own /metrics."""
+    text = httpx.get(f"{process.url}/metrics").text
+    [family] = [f for f in text_string_to_metric_families(text) if f.name == "wander_steps"]
+    return sum(sample.value for sample in family.samples if sample.name == "wander_steps_total")
+
+
+async def test_the_proxy_spreads_requests_over_the_replicas_as_they_come_and_go(
+    replicas: list[ServiceProcess], tmp_path: Path
+) -> None:
+    first, second = replicas
+    with (
+        Resolver("service", [first.host]) as dns,
+        nginx(tmp_path, f"service:{first.port}", tls=False, resolver=dns.address) as proxy,
+    ):
+        alone = served_by(proxy, 20)
+        dns.addresses = [first.host, second.host]  # the second replica comes up
+        await asyncio.sleep(1.5)  # the proxy asks the DNS again once its answer is 1 s old
+        both = served_by(proxy, 40)
+        rest = await run_load(proxy.http, agents=4, seconds=1.0, mode="single", batch=1,
+                              opponent="random")  # fmt: skip
+        sessions = await run_load(f"{proxy.http}/openenv/tictactoe", agents=2, seconds=1.0,
+                                  mode="ws", batch=1, opponent="random")  # fmt: skip
+        pids, stepped = [worker(first.url), worker(second.url)], [steps(first), steps(second)]
+        second.stop()  # scaled down: until the DNS forgets it, the proxy tries the next one
+        left = served_by(proxy, 20)
+    assert alone == {pids[0]: 20}
+    assert set(both) == set(pids), both
+    # Episodes created on one replica are played on by either: they live in Redis.
+    assert rest.errors == 0 and rest.episodes > 0
+    assert sessions.errors == 0 and sessions.episodes >= 2  # WebSockets through the proxy
+    assert min(stepped) > 0 and sum(stepped) >= rest.steps + sessions.steps
+    assert left == {pids[0]: 20}

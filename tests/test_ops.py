@@ -224,6 +224,26 @@ def test_compose_serves_tls_only_with_its_overlay_and_passes_keys_on(compose: li
     }
 
 
+def test_the_compose_service_scales_behind_the_proxy(compose: list[str]) -> None:
+    """``docker compose up --scale service=N``: N replicas can only start if none claims
+    a fixed name or host port; the proxy, the one way in, waits for a healthy replica
+    and finds every replica by the service's name on Docker's DNS, asked again every few
+    seconds (tests/test_nginx.py runs that config against two replicas)."""
+    services = rendered(compose, "compose.yaml")["services"]
+    service, proxy = services["service"], services["proxy"]
+    assert "container_name" not in service and "ports" not in service
+    assert service["environment"]["WANDER_REDIS_URL"] == "redis://redis:6379/0"  # shared
+    assert proxy["depends_on"]["service"] == {"condition": "service_healthy"}
+    stages = (ROOT / "Dockerfile").read_text().split("\nFROM ")
+    assert any(" AS service\n" in stage and "\nHEALTHCHECK " in stage for stage in stages)
+    assert mounts(proxy)["/etc/nginx/nginx.conf"] == str(ROOT / "deploy/nginx.conf")
+    for config in ("nginx.conf", "nginx-tls.conf"):
+        text = (ROOT / "deploy" / config).read_text()
+        # A variable in proxy_pass makes nginx resolve the name per request, not once.
+        assert "set $upstream http://service:8000;\n" in text and "proxy_pass $upstream;" in text
+    assert "resolver 127.0.0.11 valid=5s;" in (ROOT / "deploy/nginx.conf").read_text()
+
+
 def test_the_gpu_trainer_gets_the_key(compose: list[str]) -> None:
     services = rendered(compose, "compose.yaml", profile="gpu", WANDER_API_KEY="wdr_trainer")
     assert services["services"]["trainer"]["environment"]["WANDER_API_KEY"] == "wdr_trainer"

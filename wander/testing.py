@@ -104,7 +104,8 @@ def cached_venv(home: Path, packages: Sequence[str], constraints: Path) -> Path:
 
 class ServiceProcess:
     """One ``wander serve`` (or ``wander policy serve``) process group on a port of its
-    own; ``module`` runs another server the same way (``python -m uvicorn app:app``)."""
+    own (or ``host`` and ``port`` as given); ``module`` runs another server the same way
+    (``python -m uvicorn app:app``)."""
 
     def __init__(
         self,
@@ -115,12 +116,14 @@ class ServiceProcess:
         python: str = sys.executable,
         cwd: str | None = None,
         module: str = "wander",
+        host: str = "127.0.0.1",
+        port: int | None = None,
     ) -> None:
         self.env = {**os.environ, **env}
         self.command, self.health = command, health
         self.python, self.cwd, self.module = python, cwd, module
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.host, self.port = host, free_port() if port is None else port
+        self.url = f"http://{host}:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
 
@@ -131,7 +134,7 @@ class ServiceProcess:
         # pipe would block a service that logs every request. Kept until it stops: logs().
         self._stderr = stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by _end)
         self.process = subprocess.Popen(
-            [self.python, "-m", self.module, *self.command, "--port", str(self.port)],
+            [self.python, "-m", self.module, *self.command, *self._address()],
             env=self.env,
             cwd=self.cwd,
             stdout=subprocess.DEVNULL,
@@ -150,6 +153,13 @@ class ServiceProcess:
                 )
             time.sleep(0.1)
         return self
+
+    def _address(self) -> list[str]:
+        """``--port``, and ``--host`` for an address other than the default 127.0.0.1: two
+        services may then share a port on two loopback addresses, as replicas behind a
+        proxy share one on their containers' addresses (tests/test_nginx.py)."""
+        host = [] if self.host == "127.0.0.1" else ["--host", self.host]
+        return [*host, "--port", str(self.port)]
 
     def logs(self) -> str:
         """What the service has written to stderr (its log) since it started."""
