@@ -16,14 +16,14 @@ import os
 import re
 import shutil
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
+from starlette.testclient import TestClient
 
 from tests.test_nginx import NGINX, nginx
 from wander.client import WanderClient
@@ -175,6 +175,15 @@ def test_the_run_page_shows_the_runs_summary_and_filters_its_episodes(
         )
         assert page.locator("table.episodes tbody tr").count() == losses
         assert set(page.locator("table.episodes .outcome").all_inner_texts()) == {"loss"}
+        # While a run is being played, its page follows it.
+        with WanderClient(service.url) as client:
+            [game] = client.create("tictactoe", example=9, run=RUN)
+            game.step(f"<move>{game.info['board'].index('.')}</move>")
+            client.delete(game.id)
+        page.wait_for_function(
+            "document.querySelector('[data-field=episodes]').textContent.startsWith('10 (')"
+        )
+        assert "1 aborted" in page.locator("[data-field=episodes]").inner_text()
 
 
 def test_a_replay_steps_move_by_move_to_the_archived_final_board(
@@ -310,33 +319,24 @@ def test_with_keys_the_console_asks_for_one_and_shows_only_its_tenant(
         assert page.locator("table.runs tbody tr").count() == 2  # an admin sees every tenant
 
 
-@asynccontextmanager
-async def served(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with LifespanManager(create_app(settings)) as manager:
-        transport = httpx.ASGITransport(app=manager.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://wander.test") as api:
-            yield api
-
-
-async def test_the_console_is_served_to_anyone_and_turned_off_by_its_setting(
-    sqlite_url: str,
-) -> None:
+def test_the_console_is_served_to_anyone_and_turned_off_by_its_setting(sqlite_url: str) -> None:
     """Its pages hold no data, so a keyed service serves them without a key (the page then
-    asks for one); ``WANDER_CONSOLE=false`` serves nothing there."""
+    asks for one); ``WANDER_CONSOLE=false`` serves nothing there. (Starlette's TestClient,
+    which runs the app on a thread of its own: Playwright holds this thread's loop.)"""
     upgrade(sqlite_url)
     keyed = Settings(redis_url=None, database_url=sqlite_url, api_keys="t:admin:wdr_console")
-    async with served(keyed) as api:
-        assert (await api.get("/v1/runs")).status_code == 401
-        moved = await api.get("/console")
+    with TestClient(create_app(keyed), follow_redirects=False) as api:
+        assert api.get("/v1/runs").status_code == 401
+        moved = api.get("/console")
         assert moved.status_code == 308 and moved.headers["location"] == "console/"
-        page = await api.get("/console/")
+        page = api.get("/console/")
         assert page.status_code == 200 and '<script type="module" src="app.js">' in page.text
-        script = await api.get("/console/app.js")
+        script = api.get("/console/app.js")
         assert script.status_code == 200
         assert script.headers["content-type"].startswith("text/javascript")
-    async with served(keyed.model_copy(update={"console": False})) as api:
+    with TestClient(create_app(keyed.model_copy(update={"console": False}))) as api:
         for path in ("/console", "/console/", "/console/app.js"):
-            assert (await api.get(path)).status_code == 404
+            assert api.get(path).status_code == 404
 
 
 def test_wander_serve_no_console(tmp_path: Path) -> None:

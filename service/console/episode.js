@@ -93,10 +93,10 @@ function ticTacToe(main, record) {
   const counter = h("span", { dataset: { field: "position" } });
   const go = (to) => { at = Math.max(0, Math.min(frames.length - 1, to)); show(); };
   const buttons = {
-    first: h("button", { type: "button", "aria-label": "First position", onclick: () => go(0) }, "« First"),
-    back: h("button", { type: "button", "aria-label": "Previous move", onclick: () => go(at - 1) }, "‹ Back"),
-    next: h("button", { type: "button", "aria-label": "Next move", onclick: () => go(at + 1) }, "Next ›"),
-    last: h("button", { type: "button", "aria-label": "Final position", onclick: () => go(frames.length - 1) }, "Last »"),
+    first: h("button", { type: "button", "aria-label": "First position", onclick: () => go(0) }, "«"),
+    back: h("button", { type: "button", "aria-label": "Previous move", onclick: () => go(at - 1) }, "‹"),
+    next: h("button", { type: "button", "aria-label": "Next move", onclick: () => go(at + 1) }, "›"),
+    last: h("button", { type: "button", "aria-label": "Final position", onclick: () => go(frames.length - 1) }, "»"),
   };
   const moves = h("ol", { class: "moves" }, frames.map((frame, i) => h("li", { dataset: { frame: i } },
     h("button", { type: "button", class: `link${frame.invalid ? " invalid" : ""}`, onclick: () => go(i) }, frame.caption),
@@ -106,7 +106,7 @@ function ticTacToe(main, record) {
     boardBox.replaceChildren(boardView(frame.board, { last: frame.cell, invalid: frame.invalid }));
     caption.replaceChildren(frame.invalid ? h("span", { class: "flag" }, "invalid") : "", ` ${frame.caption}`);
     thought.replaceChildren(...(frame.thought ? [h("span", { class: "label" }, "the model's thinking"), frame.thought] : []));
-    counter.textContent = `position ${at} of ${frames.length - 1}`;
+    counter.textContent = `move ${at} / ${frames.length - 1}`;
     buttons.first.disabled = buttons.back.disabled = at === 0;
     buttons.next.disabled = buttons.last.disabled = at === frames.length - 1;
     for (const item of moves.children) item.classList.toggle("current", Number(item.dataset.frame) === at);
