@@ -349,3 +349,26 @@ def test_wander_serve_no_console(tmp_path: Path) -> None:
         assert httpx.get(f"{process.url}/v1/environments").status_code == 200
     finally:
         process.stop()
+
+
+def test_a_tool_environment_is_played_with_tool_calls_and_a_typed_answer(
+    browser: Any, service: ServiceProcess
+) -> None:
+    with tab(browser) as page:
+        page.goto(f"{service.url}/console/#/play")
+        page.select_option("select[name=env]", "sql")
+        page.fill("input[name=example]", "1")
+        page.get_by_role("button", name="Start").click()
+        page.select_option("select[name=tool]", "run_sql")
+        page.fill("textarea[name=arguments]", '{"query": "SELECT COUNT(*) FROM customers"}')
+        page.get_by_role("button", name="Call tool").click()
+        page.wait_for_selector(".game .message.tool")
+        assert "COUNT(*)" in page.locator(".game .message.tool").inner_text()
+        page.fill("textarea[name=action]", "<answer>0</answer>")
+        page.get_by_role("button", name="Send").click()
+        score = page.locator("[data-field=score-total]")
+        score.wait_for()
+        episode = page.locator("[data-episode]").get_attribute("data-episode")
+        api = httpx.get(f"{service.url}/v1/episodes/{episode}/score").json()
+        assert float(score.get_attribute("data-value") or "nan") == api["total"]
+        assert api["metrics"]["tool_calls"] == 1

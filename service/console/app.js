@@ -52,6 +52,8 @@ function keyBar() {
   }
 }
 
+let shown = 0;
+
 async function render() {
   if (cleanup) cleanup();
   cleanup = null;
@@ -60,16 +62,25 @@ async function render() {
   for (const link of document.querySelectorAll("[data-nav]")) {
     link.toggleAttribute("aria-current", link.dataset.nav === (name === "run" || name === "episode" ? "runs" : name));
   }
-  main.replaceChildren();
+  // A page of its own: one still loading when the visitor moves on writes into a
+  // detached element, and its timers are stopped as soon as it is done.
+  const view = h("div");
+  const mine = ++shown;
+  main.replaceChildren(view);
   main.dataset.page = name;
   main.setAttribute("aria-busy", "true");
+  let stop = null;
   try {
-    cleanup = (await PAGES[name].render(main, params, { showError })) ?? null;
+    stop = (await PAGES[name].render(view, params, { showError })) ?? null;
   } catch (error) {
-    showError(main, error);
-  } finally {
-    main.removeAttribute("aria-busy");
+    showError(view, error);
   }
+  if (mine !== shown) {
+    stop?.();
+    return;
+  }
+  cleanup = stop;
+  main.removeAttribute("aria-busy");
 }
 
 window.addEventListener("hashchange", render);

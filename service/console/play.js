@@ -8,7 +8,7 @@ import { scoreCard } from "./episode.js";
 import { boardView } from "./tictactoe.js";
 import { transcript } from "./transcript.js";
 
-const PLAYABLE = ["multi_turn", "single_turn"];
+const PLAYABLE = ["multi_turn", "single_turn", "tool"];
 
 export async function render(main, params, { showError }) {
   const { environments } = await request("v1/environments");
@@ -52,6 +52,7 @@ function setupForm(playable, chosen, params, game, showError) {
   h("label", {}, "Run ", h("input", { name: "run", type: "text", value: params.get("run") ?? "console", size: 14, required: true })),
   h("details", {}, h("summary", {}, "Config (JSON)"), h("textarea", { name: "config", rows: 3, cols: 40, spellcheck: "false" }, "{}")),
   h("button", { type: "submit" }, "Start"), info);
+  form.environments = playable;
   return form;
 }
 
@@ -64,6 +65,7 @@ async function start(game, form, randomness, showError) {
   if (fields.example.value !== "") body.example = Number(fields.example.value);
   if (fields.seed.value !== "") body.seed = Number(fields.seed.value);
   const { episodes: [episode] } = await request("v1/episodes", { method: "POST", body });
+  const chosenTools = () => form.environments.find((e) => e.name === env)?.tools ?? null;
   const messages = [...episode.observation];
   const rewards = [];
   let { turn, info, done } = episode;
@@ -77,7 +79,7 @@ async function start(game, form, randomness, showError) {
     area.querySelectorAll("button, textarea, input").forEach((el) => { el.disabled = true; });
     try {
       const step = await request(`v1/episodes/${segment(episode.id)}/step`, { method: "POST", body: { action, turn } });
-      messages.push({ role: "assistant", content: action }, ...step.observation);
+      messages.push(typeof action === "string" ? { role: "assistant", content: action } : action, ...step.observation);
       rewards.push(step.reward);
       ({ turn, info, done } = step);
       await show();
@@ -90,7 +92,8 @@ async function start(game, form, randomness, showError) {
 
   async function show() {
     log.replaceChildren(transcript(messages, { rewards }));
-    area.replaceChildren(env === "tictactoe" ? ticTacToe(info, done, act, messages) : typed(done, act));
+    const tools = chosenTools();
+    area.replaceChildren(env === "tictactoe" ? ticTacToe(info, done, act, messages) : tools ? toolCalls(tools, done, act, turn) : typed(done, act));
     if (!done) return;
     const score = await request(`v1/episodes/${segment(episode.id)}/score`);
     result.replaceChildren(
@@ -110,6 +113,36 @@ function ticTacToe(info, done, act, messages) {
     h("div", { class: "replay-side" }, h("p", { class: "caption", "aria-live": "polite" }, news),
       done ? null : [h("p", {}, "You are X: click an empty cell."), thinking],
       h("p", { class: "muted" }, `invalid moves so far: ${num(info.invalid_moves)}`)));
+}
+
+/** A tool environment: call one of its tools (arguments as JSON), or reply in text. */
+function toolCalls(tools, done, act, turn) {
+  if (done) return h("p", {}, "The episode has ended.");
+  const names = tools.map((tool) => tool.function.name);
+  const template = (name) => {
+    const properties = tools.find((tool) => tool.function.name === name)?.function.parameters?.properties ?? {};
+    return JSON.stringify(Object.fromEntries(Object.keys(properties).map((key) => [key, ""])));
+  };
+  const name = h("select", { name: "tool" }, names.map((n) => h("option", { value: n }, n)));
+  const args = h("textarea", { name: "arguments", rows: 2, cols: 60, spellcheck: "false" }, template(names[0]));
+  name.addEventListener("change", () => { args.value = template(name.value); });
+  const call = (event) => {
+    event.preventDefault();
+    try {
+      JSON.parse(args.value || "{}"); // refused here, before it costs a turn
+      args.setCustomValidity("");
+    } catch {
+      args.setCustomValidity("The arguments are not JSON.");
+      args.reportValidity();
+      return;
+    }
+    act({ role: "assistant", content: null, tool_calls: [{ id: `call_${turn}`, type: "function",
+      function: { name: name.value, arguments: args.value || "{}" } }] });
+  };
+  return h("div", { class: "columns" },
+    h("form", { class: "typed", onsubmit: call }, h("label", {}, "Tool ", name),
+      h("label", {}, "Arguments (JSON)", args), h("button", { type: "submit" }, "Call tool")),
+    typed(done, act));
 }
 
 function typed(done, act) {
