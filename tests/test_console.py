@@ -12,6 +12,7 @@ Playwright's Python package pointed at that executable: nothing is downloaded (n
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import shutil
@@ -27,6 +28,7 @@ from starlette.testclient import TestClient
 
 from tests.test_nginx import NGINX, nginx
 from wander.client import WanderClient
+from wander.client.models import AssistantMessage
 from wander.client.policies.tictactoe import MinimaxPolicy
 from wander.service.app import create_app
 from wander.service.archive.migrations import upgrade
@@ -37,6 +39,7 @@ RUN = "console/e2e"  # a slash, as labels such as org/model/1 have
 PLAYED = "console-played"
 CHROMIUM = os.environ.get("WANDER_TEST_CHROMIUM") or shutil.which("chromium")
 TIMEOUT_MS = 10_000
+DESKTOP, PHONE = (1280, 800), (390, 844)
 THINK = re.compile(r"<think>(.*?)</think>")
 
 
@@ -57,7 +60,7 @@ def browser() -> Iterator[Any]:
 class Tab:
     """A page of its own, with every JavaScript error it raised or logged."""
 
-    def __init__(self, browser: Any, width: int = 1280, height: int = 800) -> None:
+    def __init__(self, browser: Any, width: int, height: int) -> None:
         self.context = browser.new_context(viewport={"width": width, "height": height})
         self.page = self.context.new_page()
         self.page.set_default_timeout(TIMEOUT_MS)
@@ -74,9 +77,11 @@ class Tab:
 
 
 @contextmanager
-def tab(browser: Any, allowed: Callable[[str], bool] = lambda _: False) -> Iterator[Any]:
+def tab(
+    browser: Any, allowed: Callable[[str], bool] = lambda _: False, size: tuple[int, int] = DESKTOP
+) -> Iterator[Any]:
     """A page; when the block ends, no error may have happened on it but ``allowed`` ones."""
-    opened = Tab(browser)
+    opened = Tab(browser, *size)
     try:
         yield opened.page
         assert [e for e in opened.errors if not allowed(e)] == []
@@ -372,3 +377,39 @@ def test_a_tool_environment_is_played_with_tool_calls_and_a_typed_answer(
         api = httpx.get(f"{service.url}/v1/episodes/{episode}/score").json()
         assert float(score.get_attribute("data-value") or "nan") == api["total"]
         assert api["metrics"]["tool_calls"] == 1
+
+
+def test_reverse_text_and_sql_replays_show_what_the_model_was_asked_and_did(
+    browser: Any, service: ServiceProcess
+) -> None:
+    with WanderClient(service.url) as client:
+        [reverse] = client.create("reverse_text", example=0, run="generic")
+        text = reverse.info["text"]
+        reverse.step(f"<reversed_text>{text[::-1]}</reversed_text>")
+        [sql] = client.create("sql", example=0, run="generic")
+        query = json.dumps({"query": "SELECT 6 * 7"})
+        call = {"id": "call_0", "type": "function",
+                "function": {"name": "run_sql", "arguments": query}}  # fmt: skip
+        sql.step(AssistantMessage.model_validate({"content": None, "tool_calls": [call]}))
+        sql.step("<answer>42</answer>")
+        archived(client, "generic", 2)
+    with tab(browser) as page:
+        page.goto(f"{service.url}/console/#/episode/{reverse.id}?run=generic")
+        columns = page.locator(".columns pre").all_inner_texts()
+        assert columns == [text, text[::-1], text[::-1]]  # the text, its reversal, the answer
+        assert page.get_by_text("LCS ratio 1").is_visible()
+        page.goto(f"{service.url}/console/#/episode/{sql.id}?run=generic")
+        shown = page.locator(".queries li")
+        assert shown.locator("code").inner_text() == "run_sql"
+        assert shown.locator("pre").all_inner_texts() == ["SELECT 6 * 7", "6 * 7\n42"]
+        assert "Answer: 42" in page.locator("main").inner_text()
+
+
+def test_every_page_fits_a_phone(browser: Any, service: ServiceProcess, demo: str) -> None:
+    """At 390 pixels wide nothing but a table scrolls sideways, and nothing fails."""
+    pages = ["#/runs", f"#/run/{RUN}", f"#/episode/{demo}?run={RUN}", "#/play", "#/live"]
+    with tab(browser, size=PHONE) as page:
+        for address in pages:
+            page.goto(f"{service.url}/console/{address}")
+            page.wait_for_function("!document.querySelector('main').hasAttribute('aria-busy')")
+            assert page.evaluate("document.documentElement.scrollWidth") <= PHONE[0], address
