@@ -154,6 +154,8 @@ def test_the_run_page_shows_the_runs_summary_and_filters_its_episodes(
         losses = client.episodes(RUN, outcome=["loss"], limit=1).total
     with tab(browser) as page:
         page.goto(f"{service.url}/console")
+        page.wait_for_selector("table.runs")
+        assert "null" not in page.locator("main").inner_text()  # nothing left unrendered
         page.locator("table.runs").get_by_role("link", name=RUN).click()
         page.wait_for_selector("table.episodes")
         assert page.locator("[data-field=episodes]").inner_text().startswith("9 (9 done)")

@@ -54,7 +54,7 @@ export function sparkline(values, { width = 240, height = 48 } = {}) {
   const high = Math.max(1e-9, ...values);
   const step = values.length > 1 ? width / (values.length - 1) : 0;
   const d = values.map((v, i) => `${i ? "L" : "M"}${(i * step).toFixed(1)},${(height - 2 - (v / high) * (height - 4)).toFixed(1)}`).join("");
-  return s("svg", { viewBox: `0 0 ${width} ${height}`, class: "sparkline", "aria-hidden": "true" },
+  return s("svg", { viewBox: `0 0 ${width} ${height}`, class: "sparkline", preserveAspectRatio: "none", "aria-hidden": "true" },
     s("path", { d, class: "mean" }));
 }
 

@@ -85,7 +85,7 @@ export async function render(main, params, { showError }) {
     const envs = [...new Set([...Object.keys(now.steps), ...Object.keys(now.live), ...Object.keys(now.created)])].sort();
     const codes = Object.keys(now.errors).sort();
     box.replaceChildren(
-      h("div", { class: "cards" },
+      h("div", { class: "cards figures" },
         figure("Steps / s", steps, "steps-rate", history.length > 1 ? sparkline(history) : null),
         figure("Live episodes", total(now.live), "live-episodes"),
         figure("Episodes finished / s", finished, "finished-rate"),

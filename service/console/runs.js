@@ -34,7 +34,7 @@ export async function render(main, params) {
 }
 
 function pager(total, offset) {
-  if (total <= LIMIT) return null;
+  if (total <= LIMIT) return "";
   return h("nav", { class: "pager", "aria-label": "Pages of runs" },
     offset > 0 ? h("a", { href: `#/runs?offset=${Math.max(0, offset - LIMIT)}` }, "← Previous") : null,
     h("span", {}, `${offset + 1}–${Math.min(total, offset + LIMIT)} of ${total}`),

@@ -69,7 +69,7 @@ export function positions(messages) {
 
 /** A board of 9 cells; `onPick(cell)` makes the empty ones buttons (the Play page). */
 export function boardView(board, { last = null, invalid = false, onPick = null } = {}) {
-  return h("div", { class: `board${invalid ? " invalid" : ""}`, role: "grid", "aria-label": "Tic-tac-toe board" },
+  return h("div", { class: `board${invalid ? " invalid" : ""}`, role: "group", "aria-label": "Tic-tac-toe board" },
     [...board].map((mark, cell) => {
       const empty = mark === ".";
       const classes = ["cell", cell === last ? "last" : "", mark === "X" ? "x" : mark === "O" ? "o" : ""].filter(Boolean).join(" ");
