@@ -42,7 +42,10 @@ export async function render(main, params, { showError }) {
     if (!refresh.checked || busy) return;
     busy = true;
     try {
+      const before = summary;
       summary = await request(base);
+      // The chart and the list read whole records: read them again only when the run moved.
+      if (summary.episodes === before.episodes && summary.last_finished_at === before.last_finished_at) return;
       showSummary();
       await Promise.all([showChart(), showList()]);
     } catch (error) {
