@@ -4,11 +4,13 @@ screenshots`): docs/img/console-<page>-<desktop|phone>.png, shown in the README.
 It serves Wander on a free port with a SQLite archive in a temporary folder, plays a
 run of tic-tac-toe with the minimax baseline (and one game with an invalid move), a
 reverse_text and a sql episode, then photographs the pages in Debian's chromium driven
-by Playwright (nothing downloaded). Usage: python tools/screenshots.py [FOLDER].
+by Playwright (nothing downloaded), and keeps them small (128 colours). Usage:
+python tools/screenshots.py [FOLDER].
 """
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import sys
@@ -100,8 +102,18 @@ def shoot(browser: Any, url: str, folder: Path, ids: dict[str, str]) -> None:
                 page.wait_for_selector(".game .message.assistant")
             elif name == "live":
                 page.wait_for_timeout(4500)
-            page.screenshot(path=folder / f"console-{name}-{size}.png")
+            whole = name == "run"  # its chart is below the fold
+            small(page.screenshot(full_page=whole), folder / f"console-{name}-{size}.png")
         context.close()
+
+
+def small(png: bytes, path: Path) -> None:
+    """The screenshot in 128 colours, undithered: a third of the bytes, and a page of flat
+    colours and text looks the same. (Pillow comes with the dev extra's matplotlib.)"""
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    image.quantize(colors=128, dither=Image.Dither.NONE).save(path, optimize=True)
 
 
 def main(folder: Path) -> None:
@@ -117,11 +129,11 @@ def main(folder: Path) -> None:
         service = ServiceProcess({"WANDER_DATABASE_URL": database, "WANDER_REDIS_URL": ""})
         service.start()
         stop = threading.Event()
+        worker = threading.Thread(target=busy, args=(service.url, stop))
         try:
             with WanderClient(service.url) as client:
                 ids = {"tictactoe": play_run(client), "reverse_text": reverse_text(client),
                        "sql": sql(client)}  # fmt: skip
-            worker = threading.Thread(target=busy, args=(service.url, stop))
             worker.start()
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=chromium)
@@ -129,6 +141,8 @@ def main(folder: Path) -> None:
                 browser.close()
         finally:
             stop.set()
+            if worker.is_alive():
+                worker.join()  # its game ends before the service does
             service.stop()
     print(f"screenshots in {folder}")
 
