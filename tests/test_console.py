@@ -11,6 +11,7 @@ Playwright's Python package pointed at that executable: nothing is downloaded (n
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -27,7 +28,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.test_nginx import NGINX, nginx
-from wander.client import WanderClient
+from wander.client import RunNotFound, WanderClient
 from wander.client.models import AssistantMessage
 from wander.client.policies.tictactoe import MinimaxPolicy
 from wander.service.app import create_app
@@ -93,12 +94,9 @@ def archived(client: WanderClient, run: str, episodes: int) -> None:
     """Wait until the run's archive holds ``episodes`` episodes."""
     deadline = time.monotonic() + 15
     while True:
-        try:
+        with contextlib.suppress(RunNotFound):  # until its first episode is archived
             if client.run(run).episodes >= episodes:
                 return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
         assert time.monotonic() < deadline, f"run {run} never reached {episodes} archived"
         time.sleep(0.1)
 
@@ -116,20 +114,11 @@ def invalid_game(client: WanderClient, run: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    database = f"sqlite:///{tmp_path_factory.mktemp('console')}/archive.db"
-    upgrade(database)
-    process = ServiceProcess({"WANDER_DATABASE_URL": database, "WANDER_REDIS_URL": ""}).start()
-    yield process
-    process.stop()
-
-
-@pytest.fixture(scope="module")
-def demo(service: ServiceProcess) -> str:
+def demo(live: ServiceProcess) -> str:
     """The run: 8 games of a noisy minimax, and one with an invalid move; its id. (Played
     with the sync client: Playwright's sync API holds the thread's event loop.)"""
     policy = MinimaxPolicy(noise=0.5, seed=1)
-    with WanderClient(service.url) as client:
+    with WanderClient(live.url) as client:
         for example in range(8):
             [game] = client.create("tictactoe", example=example, run=RUN)
             while not game.done:
@@ -147,13 +136,13 @@ def board_of(page: Any) -> str:
 
 
 def test_the_run_page_shows_the_runs_summary_and_filters_its_episodes(
-    browser: Any, service: ServiceProcess, demo: str
+    browser: Any, live: ServiceProcess, demo: str
 ) -> None:
-    with WanderClient(service.url) as client:
+    with WanderClient(live.url) as client:
         summary = client.run(RUN)
         losses = client.episodes(RUN, outcome=["loss"], limit=1).total
     with tab(browser) as page:
-        page.goto(f"{service.url}/console")
+        page.goto(f"{live.url}/console")
         page.wait_for_selector("table.runs")
         assert "null" not in page.locator("main").inner_text()  # nothing left unrendered
         page.locator("table.runs").get_by_role("link", name=RUN).click()
@@ -172,6 +161,7 @@ def test_the_run_page_shows_the_runs_summary_and_filters_its_episodes(
             .inner_text()
             .startswith(f"{round(invalid * 100, 1):g}%")
         )
+        page.wait_for_selector("svg.chart")
         assert page.locator("svg.chart circle").count() == 9  # the reward of every episode
         assert page.locator("table.episodes tbody tr").count() == 9
         page.select_option("select[name=outcome]", "loss")
@@ -183,7 +173,7 @@ def test_the_run_page_shows_the_runs_summary_and_filters_its_episodes(
         assert page.locator("table.episodes tbody tr").count() == losses
         assert set(page.locator("table.episodes .outcome").all_inner_texts()) == {"loss"}
         # While a run is being played, its page follows it.
-        with WanderClient(service.url) as client:
+        with WanderClient(live.url) as client:
             [game] = client.create("tictactoe", example=9, run=RUN)
             game.step(f"<move>{game.info['board'].index('.')}</move>")
             client.delete(game.id)
@@ -194,13 +184,13 @@ def test_the_run_page_shows_the_runs_summary_and_filters_its_episodes(
 
 
 def test_a_replay_steps_move_by_move_to_the_archived_final_board(
-    browser: Any, service: ServiceProcess, demo: str
+    browser: Any, live: ServiceProcess, demo: str
 ) -> None:
-    with WanderClient(service.url) as client:
+    with WanderClient(live.url) as client:
         [record] = [e for e in client.episodes(RUN, limit=100).episodes if e.id == demo]
     assistant = [m.content for m in record.messages if m.role == "assistant"]
     with tab(browser) as page:
-        page.goto(f"{service.url}/console/#/run/{RUN.replace('/', '%2F')}")
+        page.goto(f"{live.url}/console/#/run/{RUN.replace('/', '%2F')}")
         page.get_by_role("link", name=demo).click()
         page.wait_for_selector("main .board")
         assert page.locator(".moves .invalid").count() == 1  # the move on the opponent's cell
@@ -223,10 +213,10 @@ def test_a_replay_steps_move_by_move_to_the_archived_final_board(
 
 
 def test_a_game_played_by_clicking_is_scored_and_archived(
-    browser: Any, service: ServiceProcess
+    browser: Any, live: ServiceProcess
 ) -> None:
     with tab(browser) as page:
-        page.goto(f"{service.url}/console/#/play")
+        page.goto(f"{live.url}/console/#/play")
         page.fill("input[name=run]", PLAYED)
         page.fill("input[name=seed]", "5")
         page.get_by_role("button", name="Start").click()
@@ -240,28 +230,28 @@ def test_a_game_played_by_clicking_is_scored_and_archived(
             )
             page.wait_for_selector(".game .board button:enabled, [data-field=score-total]")
         episode = page.locator("[data-episode]").get_attribute("data-episode")
-        api = httpx.get(f"{service.url}/v1/episodes/{episode}/score").json()
+        api = httpx.get(f"{live.url}/v1/episodes/{episode}/score").json()
         assert float(score.get_attribute("data-value") or "nan") == api["total"]
         assert float(score.inner_text()) == pytest.approx(api["total"], abs=5e-5)
         assert api["done"] and moves == api["metrics"]["turns"]
-        with WanderClient(service.url) as client:
+        with WanderClient(live.url) as client:
             archived(client, PLAYED, 1)
             assert client.episodes(PLAYED).episodes[0].id == episode
 
 
 def test_the_live_page_shows_steps_live_episodes_and_errors_by_code(
-    browser: Any, service: ServiceProcess
+    browser: Any, live: ServiceProcess
 ) -> None:
     with tab(browser) as page:
-        page.goto(f"{service.url}/console/#/live")
+        page.goto(f"{live.url}/console/#/live")
         page.wait_for_selector("[data-field=steps-rate]")
-        with WanderClient(service.url) as client:
+        with WanderClient(live.url) as client:
             [playing] = client.create("tictactoe", example=1)
             for _ in range(3):
                 [game] = client.create("tictactoe", example=2)
                 while not game.done:
                     game.step(f"<move>{game.info['board'].index('.')}</move>")
-            assert httpx.get(f"{service.url}/v1/episodes/ep_nope").status_code == 404
+            assert httpx.get(f"{live.url}/v1/episodes/ep_nope").status_code == 404
             page.wait_for_function(
                 "Number(document.querySelector('[data-field=steps-rate]').textContent) > 0"
             )
@@ -359,10 +349,10 @@ def test_wander_serve_no_console(tmp_path: Path) -> None:
 
 
 def test_a_tool_environment_is_played_with_tool_calls_and_a_typed_answer(
-    browser: Any, service: ServiceProcess
+    browser: Any, live: ServiceProcess
 ) -> None:
     with tab(browser) as page:
-        page.goto(f"{service.url}/console/#/play")
+        page.goto(f"{live.url}/console/#/play")
         page.select_option("select[name=env]", "sql")
         page.fill("input[name=example]", "1")
         page.get_by_role("button", name="Start").click()
@@ -376,15 +366,15 @@ def test_a_tool_environment_is_played_with_tool_calls_and_a_typed_answer(
         score = page.locator("[data-field=score-total]")
         score.wait_for()
         episode = page.locator("[data-episode]").get_attribute("data-episode")
-        api = httpx.get(f"{service.url}/v1/episodes/{episode}/score").json()
+        api = httpx.get(f"{live.url}/v1/episodes/{episode}/score").json()
         assert float(score.get_attribute("data-value") or "nan") == api["total"]
         assert api["metrics"]["tool_calls"] == 1
 
 
 def test_reverse_text_and_sql_replays_show_what_the_model_was_asked_and_did(
-    browser: Any, service: ServiceProcess
+    browser: Any, live: ServiceProcess
 ) -> None:
-    with WanderClient(service.url) as client:
+    with WanderClient(live.url) as client:
         [reverse] = client.create("reverse_text", example=0, run="generic")
         text = reverse.info["text"]
         reverse.step(f"<reversed_text>{text[::-1]}</reversed_text>")
@@ -396,22 +386,24 @@ def test_reverse_text_and_sql_replays_show_what_the_model_was_asked_and_did(
         sql.step("<answer>42</answer>")
         archived(client, "generic", 2)
     with tab(browser) as page:
-        page.goto(f"{service.url}/console/#/episode/{reverse.id}?run=generic")
+        page.goto(f"{live.url}/console/#/episode/{reverse.id}?run=generic")
+        page.wait_for_selector(".columns")
         columns = page.locator(".columns pre").all_inner_texts()
         assert columns == [text, text[::-1], text[::-1]]  # the text, its reversal, the answer
         assert page.get_by_text("LCS ratio 1").is_visible()
-        page.goto(f"{service.url}/console/#/episode/{sql.id}?run=generic")
+        page.goto(f"{live.url}/console/#/episode/{sql.id}?run=generic")
+        page.wait_for_selector(".queries")
         shown = page.locator(".queries li")
         assert shown.locator("code").inner_text() == "run_sql"
         assert shown.locator("pre").all_inner_texts() == ["SELECT 6 * 7", "6 * 7\n42"]
         assert "Answer: 42" in page.locator("main").inner_text()
 
 
-def test_every_page_fits_a_phone(browser: Any, service: ServiceProcess, demo: str) -> None:
+def test_every_page_fits_a_phone(browser: Any, live: ServiceProcess, demo: str) -> None:
     """At 390 pixels wide nothing but a table scrolls sideways, and nothing fails."""
     pages = ["#/runs", f"#/run/{RUN}", f"#/episode/{demo}?run={RUN}", "#/play", "#/live"]
     with tab(browser, size=PHONE) as page:
         for address in pages:
-            page.goto(f"{service.url}/console/{address}")
+            page.goto(f"{live.url}/console/{address}")
             page.wait_for_function("!document.querySelector('main').hasAttribute('aria-busy')")
             assert page.evaluate("document.documentElement.scrollWidth") <= PHONE[0], address
