@@ -41,7 +41,7 @@ function setupForm(playable, chosen, params, game, showError) {
     event.preventDefault();
     game.replaceChildren();
     try {
-      await start(game, form, Number(strength.value), showError);
+      await start(game, form, Number(strength.value), playable, showError);
     } catch (error) {
       showError(game, error);
     }
@@ -52,11 +52,10 @@ function setupForm(playable, chosen, params, game, showError) {
   h("label", {}, "Run ", h("input", { name: "run", type: "text", value: params.get("run") ?? "console", size: 14, required: true })),
   h("details", {}, h("summary", {}, "Config (JSON)"), h("textarea", { name: "config", rows: 3, cols: 40, spellcheck: "false" }, "{}")),
   h("button", { type: "submit" }, "Start"), info);
-  form.environments = playable;
   return form;
 }
 
-async function start(game, form, randomness, showError) {
+async function start(game, form, randomness, environments, showError) {
   const fields = form.elements;
   const env = fields.env.value;
   let config = JSON.parse(fields.config.value.trim() || "{}");
@@ -65,7 +64,7 @@ async function start(game, form, randomness, showError) {
   if (fields.example.value !== "") body.example = Number(fields.example.value);
   if (fields.seed.value !== "") body.seed = Number(fields.seed.value);
   const { episodes: [episode] } = await request("v1/episodes", { method: "POST", body });
-  const chosenTools = () => form.environments.find((e) => e.name === env)?.tools ?? null;
+  const tools = environments.find((e) => e.name === env)?.tools ?? null;
   const messages = [...episode.observation];
   const rewards = [];
   let { turn, info, done } = episode;
@@ -86,14 +85,17 @@ async function start(game, form, randomness, showError) {
     } catch (error) {
       result.replaceChildren();
       showError(result, error);
-      area.querySelectorAll("button:not([data-mark]), textarea, input").forEach((el) => { el.disabled = false; });
+      controls(); // as they were: the step was not applied
     }
   }
 
+  const controls = () => area.replaceChildren(env === "tictactoe" ? ticTacToe(info, done, act, messages)
+    : tools ? toolCalls(tools, done, act, turn) : typed(done, act));
+
   async function show() {
+    result.replaceChildren();
     log.replaceChildren(transcript(messages, { rewards }));
-    const tools = chosenTools();
-    area.replaceChildren(env === "tictactoe" ? ticTacToe(info, done, act, messages) : tools ? toolCalls(tools, done, act, turn) : typed(done, act));
+    controls();
     if (!done) return;
     const score = await request(`v1/episodes/${segment(episode.id)}/score`);
     result.replaceChildren(
