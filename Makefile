@@ -6,7 +6,7 @@ PIP := $(BIN)/python -m pip install --quiet
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test bench bench-scaling lint wheel clean
+.PHONY: serve test bench bench-scaling lint wheel screenshots clean
 
 # Serving needs the service extra and nothing more: no torch, transformers or TRL.
 $(VENV)/.serve: pyproject.toml
@@ -43,6 +43,11 @@ lint: $(VENV)/.dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m tests.layers
+
+# Desktop and phone-width screenshots of every console page into docs/img/ (the README
+# shows them), taken in Debian's chromium (`apt-get install chromium`).
+screenshots: $(VENV)/.dev
+	$(BIN)/python tools/screenshots.py docs/img
 
 # A wheel of the package in dist/ (what `pip install dist/wander_rl-*.whl` takes).
 wheel:

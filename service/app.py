@@ -13,6 +13,7 @@ from fastapi import FastAPI, params
 from wander.service import logs
 from wander.service.api import admin, environments, episodes, health, openenv, runs
 from wander.service.api.auth import AuthMiddleware, RateLimiter
+from wander.service.api.console import install_console
 from wander.service.api.docs import install_docs
 from wander.service.api.errors import install_error_handlers
 from wander.service.api.limits import BodyLimitMiddleware
@@ -96,6 +97,8 @@ def create_app(
     app.include_router(admin.router)
     app.include_router(openenv.router)  # OpenEnv's routes and WebSocket under /openenv/{env}
     install_docs(app)
+    if settings.console:
+        install_console(app)
     install_openapi(app)
     return app
 

@@ -51,6 +51,12 @@ KEY_REQUESTS = Counter(
     "rate_limited, quota_exceeded).",
     ["key", "outcome"],
 )
+ERRORS = Counter(
+    "wander_errors_total",
+    "Error answers by their `code` (`turn_mismatch`, `validation_error`, ...); the errors of "
+    "a batch's items, inside its 200, are not counted.",
+    ["code"],
+)
 STORE_ERRORS = Counter("wander_store_errors_total", "Requests that found the store down.")
 DATABASE_ERRORS = Counter(
     "wander_database_errors_total",

@@ -105,6 +105,11 @@ class Settings(BaseSettings):
         "both ends cost a fifth of the service's CPU per OpenEnv step (bench/README.md); "
         "turn it on for clients on slow links.",
     )
+    console: bool = Field(
+        True,
+        description="Serve the web console at /console (static pages that call the v1 API "
+        "with the visitor's key; `wander serve --no-console` turns it off).",
+    )
     access_log: bool = Field(
         False, description="Log every request (costs a tenth of the throughput)."
     )

@@ -69,6 +69,20 @@ async def test_metrics_move_as_games_are_played(api: httpx.AsyncClient) -> None:
         assert any(key[0] == name for key in samples(after)), name
 
 
+async def test_error_answers_are_counted_by_code(api: httpx.AsyncClient) -> None:
+    """What the console's Live page shows as errors by code."""
+    before = (await api.get("/metrics")).text
+    assert (await api.get("/v1/episodes/ep_nope")).status_code == 404
+    [episode] = await create(api, example=0)
+    assert (await api.post(f"/v1/episodes/{episode['id']}/step",
+                           json={"action": answer(9), "turn": 5})).status_code == 409  # fmt: skip
+    assert (await api.get("/v1/runs", params={"limit": 0})).status_code == 422
+    after = (await api.get("/metrics")).text
+    for code in ("episode_not_found", "turn_mismatch", "validation_error"):
+        moved = value(after, "wander_errors_total", code=code)
+        assert moved - value(before, "wander_errors_total", code=code) == 1, code
+
+
 async def test_live_episodes_go_down_when_episodes_expire(settings: Settings) -> None:
     """Nobody finishes an episode that expires: the store counts it out (issue 20: the
     gauge used to keep it for ever)."""

@@ -96,6 +96,9 @@ def test_the_wheel_holds_wander_and_nothing_else(wheel: Path) -> None:
         "wander/service/envs/reverse_text/paragraphs.jsonl",
         "wander/trainer/tiny_tokenizer.json",
         "wander/trainer/configs/stage1.toml",
+        "wander/service/console/index.html",  # the web console's pages and modules
+        "wander/service/console/app.js",
+        "wander/service/console/console.css",
     ):
         assert data in names
 

@@ -9,9 +9,10 @@ dependency solver (``routing.JSONBodyRoute``).
 
 Which role a route needs follows from its path:
 
-- ``/healthz``, ``/readyz`` and the API's documentation (``/docs``, ``/openapi.json``,
-  their assets): anyone; they hold no data, and a browser cannot send a key to load
-  ``/docs``, where the "Authorize" button then takes it;
+- ``/healthz``, ``/readyz``, the API's documentation (``/docs``, ``/openapi.json``,
+  their assets) and the web console's pages (``/console/...``): anyone; they hold no
+  data, and a browser cannot send a key to load ``/docs`` or ``/console``, where the
+  page then asks for one;
 - ``/metrics`` and ``/v1/admin/...``: ``admin``;
 - ``/v1/runs...``: ``trainer``;
 - everything else (episodes, steps, environments, the OpenEnv surface): ``agent``.
@@ -39,6 +40,7 @@ from prometheus_client import Counter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wander.service import metrics
+from wander.service.api.console import CONSOLE_URL
 from wander.service.api.docs import ASSETS_URL, DOCS_URL, OAUTH2_REDIRECT_URL, REDOC_URL
 from wander.service.api.errors import STATUS_BY_CODE, error_response
 from wander.service.errors import Forbidden, RateLimited, Unauthorized, WanderError
@@ -53,7 +55,7 @@ PRINCIPAL = "wander.principal"
 AUDIT = "wander.audit"
 """The scope key of what a route adds to the request's audit line."""
 PUBLIC = frozenset({"/healthz", "/readyz", "/openapi.json", DOCS_URL, REDOC_URL,
-                    OAUTH2_REDIRECT_URL})  # fmt: skip
+                    OAUTH2_REDIRECT_URL, CONSOLE_URL})  # fmt: skip
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="wander"'}
 
 
@@ -72,7 +74,7 @@ def audit(scope: Any, **fields: Any) -> None:
 
 def required_role(path: str) -> Role | None:
     """The least role that may call ``path``; None: anyone."""
-    if path in PUBLIC or path.startswith(ASSETS_URL + "/"):
+    if path in PUBLIC or path.startswith((ASSETS_URL + "/", CONSOLE_URL + "/")):
         return None
     if path == "/metrics" or path.startswith("/v1/admin/") or path == "/v1/admin":
         return Role.admin

@@ -64,6 +64,7 @@ def error_response(
     status: int, code: str, message: str, details: Any = None, headers: dict[str, str] | None = None
 ) -> JSONResponse:
     body = {"error": {"code": code, "message": message, "details": details}}
+    metrics.ERRORS.labels(code).inc()
     return JSONResponse(body, status_code=status, headers=headers)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -24,12 +25,21 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     workers: Annotated[int, typer.Option(min=1, help="Worker processes (needs Redis if > 1).")] = 1,
+    console: Annotated[
+        bool,
+        typer.Option(
+            help="Serve the web console at /console (default: WANDER_CONSOLE, on).",
+            show_default=False,
+        ),
+    ] = True,
 ) -> None:
     """Run the HTTP service (settings from WANDER_* environment variables).
 
     A SQLite archive is created and migrated on the way; any other database is
     migrated with `wander db upgrade`.
     """
+    if not console:
+        os.environ["WANDER_CONSOLE"] = "false"  # read by each worker's create_app
     settings = service_settings()
     if workers > 1 and not settings.redis_url:
         raise typer.BadParameter(
@@ -46,6 +56,8 @@ def serve(
         f"Redis at {_safe(settings.redis_url)}" if settings.redis_url else "the in-process store"
     )
     typer.echo(f"Wander on http://{host}:{port} with {store}, {workers} worker(s)")
+    if settings.console:
+        typer.echo(f"Console on http://{host}:{port}/console")
     if not settings.requires_keys and not _is_loopback(host):
         typer.secho(
             f"WARNING: no API key is configured and the service listens on {host}: anyone "
