@@ -352,10 +352,12 @@ class WanderRollout:
         result: Any,
         stops: Collection[int],
     ) -> None:
+        # The turn's tokens stay, masked, if its step fails: TRL reads the last token of
+        # every completion, and an episode failed at its first step would have none.
+        trajectory.add_model(generation)
         if isinstance(result, StepError):
             trajectory.fail(f"{result.error.code}: {result.error.message}")
             return
-        trajectory.add_model(generation)
         trajectory.turn = result.turn
         if result.done:
             trajectory.live = False
