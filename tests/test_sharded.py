@@ -6,14 +6,14 @@ the shards accelerate gathers."""
 from __future__ import annotations
 
 import os
-import time
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from transformers import AutoModelForCausalLM
 
 from wander.testing import free_port
@@ -38,15 +38,16 @@ def lora_model(tokenizer: Any) -> Any:
     return model
 
 
-def sharded(rank: int, port: int, folder: Path) -> None:
+def sharded(rank: int, folder: Path) -> None:
+    """One of the 2 processes (``python -m tests.test_sharded FOLDER``, with ``RANK``,
+    ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` in its environment)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
     from torch.distributed.fsdp import fully_shard
 
     from wander.trainer.backends import Sampling, TransformersBackend
     from wander.trainer.models import merged
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+    dist.init_process_group("gloo")
     try:
         tokenizer = build_tokenizer()
         model = lora_model(tokenizer)
@@ -71,15 +72,24 @@ def sharded(rank: int, port: int, folder: Path) -> None:
 
 
 def test_sharded_processes_sample_in_step_and_save_the_merged_model(tmp_path: Path) -> None:
-    context = mp.start_processes(
-        sharded, args=(free_port(), tmp_path), nprocs=2, join=False, start_method="spawn"
-    )
-    deadline = time.monotonic() + 90
-    while not context.join(timeout=1):
-        if time.monotonic() > deadline:
-            for process in context.processes:
-                process.kill()
-            pytest.fail("the processes hung: one sampled alone with a sharded model")
+    group = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2"}
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.test_sharded", str(tmp_path)],
+            cwd=Path(__file__).parents[1],
+            env={**os.environ, **group, "RANK": str(rank)},
+        )
+        for rank in (0, 1)
+    ]
+    try:
+        codes = [process.wait(timeout=90) for process in processes]
+    except subprocess.TimeoutExpired:
+        pytest.fail("the processes hung: one sampled alone with a sharded model")
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+    assert codes == [0, 0]
 
     # The saved model is the adapted one, whole: its logits are the unsharded
     # LoRA model's.
@@ -89,3 +99,7 @@ def test_sharded_processes_sample_in_step_and_save_the_merged_model(tmp_path: Pa
         expected = lora_model(tokenizer)(input_ids=ids).logits
         saved = AutoModelForCausalLM.from_pretrained(tmp_path)(input_ids=ids).logits
     torch.testing.assert_close(saved, expected, atol=1e-5, rtol=1e-4)
+
+
+if __name__ == "__main__":
+    sharded(int(os.environ["RANK"]), Path(sys.argv[1]))
