@@ -95,9 +95,10 @@ class VLLMServerBackend:
     """Samples on a vLLM server through TRL's client (``use_vllm``, server mode): TRL
     syncs the trained weights to the server before each rollout.
 
-    TRL keeps its client on the main process only (``vllm_client`` is None on the
-    others). As TRL's own server-mode generation does, the main process sends every
-    process's prompts in one request and hands each process its answers.
+    TRL keeps its client on the main process only (the others have no
+    ``vllm_client``: theirs is None here). As TRL's own server-mode generation
+    does, the main process sends every process's prompts in one request and hands
+    each process its answers.
     """
 
     def __init__(self, client: Any, sampling: Sampling, processes: Processes | None = None) -> None:

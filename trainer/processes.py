@@ -1,6 +1,6 @@
-"""The processes of a run launched with several (``accelerate launch --num_processes``,
-one per GPU, on one machine or several): what the rollout needs to play its part of
-each batch in step with the others.
+"""A run launched as several processes (``accelerate launch --num_processes``, one
+per GPU, on one machine or several): what the rollout needs to play each process's
+part of a batch in step with the others.
 
 TRL 1.16 calls ``rollout_func`` on every process with that process's part of the
 generation batch and expects that part's completions back; it then gathers the
