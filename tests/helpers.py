@@ -171,17 +171,18 @@ def workers_of(parent: int) -> list[int]:
 
 
 class DeletingClient(WanderClient):
-    """Deletes (aborts) the first episode of the second batch of steps it sends, just
-    before sending it: the service answers that episode's step with an error."""
+    """Deletes (aborts) the first episode of the ``at``-th batch of steps it sends (the
+    second by default), just before sending it: the service answers that episode's
+    step with an error."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, at: int = 2) -> None:
         super().__init__(url)
-        self.rounds = 0
+        self.rounds, self.at = 0, at
         self.deleted: list[str] = []
 
     def step_many(self, steps: Sequence[Mapping[str, Any]]) -> list[StepResult | StepError]:
         self.rounds += 1
-        if self.rounds == 2:
+        if self.rounds == self.at:
             self.deleted.append(steps[0]["episode_id"])
             self.delete(self.deleted[-1])
         return super().step_many(steps)

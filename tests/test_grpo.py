@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,14 +15,14 @@ from typing import Any
 import httpx
 import pytest
 import torch
-from transformers import TrainerCallback
+from transformers import AutoModelForCausalLM, TrainerCallback
 from typer.testing import CliRunner
 
 from tests.helpers import DeletingClient
 from wander.cli import app as cli
 from wander.client import WanderClient
 from wander.service.archive.migrations import upgrade
-from wander.testing import ServiceProcess
+from wander.testing import ServiceProcess, free_port
 from wander.trainer.config import GRPORunConfig, load_config
 from wander.trainer.grpo import CISPO_EPSILON_HIGH, build_trainer, stratified_order
 from wander.trainer.models import load
@@ -590,3 +592,81 @@ def test_stage_2_starts_where_stage_1_ended(
     assert (checkpoint / "adapter_config.json").is_file()
     resumed = stage("from-checkpoint", checkpoint, 1)
     torch.testing.assert_close(resumed.at["begin"], first.at["end"], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("backend", ["vllm", "transformers"])
+def test_two_processes_each_play_their_part_of_the_batch(
+    service: ServiceProcess, tmp_path: Path, backend: str
+) -> None:
+    """`accelerate launch` with 2 CPU processes (gloo), each process playing its own GRPO
+    group, and the LoRA run's merged weights saved once, whole (tests/launched_grpo.py).
+    vllm: on a stand-in for a vLLM server, whose client TRL keeps on the main process
+    only. transformers: the second process's episodes fail at their first step, yet
+    it samples as often as the first (under ZeRO-3 / FSDP each forward pass is a
+    collective)."""
+    config, out = tmp_path / "two.toml", tmp_path / "out"
+    config.write_text(f"""
+model = "tiny"
+env = "digits"
+examples = 4
+run = "two-{backend}"
+output_dir = "{out}"
+max_completion_length = 64
+max_failure_rate = 0.5
+[sampling]
+max_tokens_per_turn = 8
+[grpo]
+num_generations = 4
+generation_batch_size = 8
+per_device_train_batch_size = 4
+max_steps = 1
+learning_rate = 0.01
+logging_steps = 1
+save_strategy = "no"
+[peft]
+r = 8
+lora_alpha = 16
+target_modules = "all-linear"
+""")
+    launch = [
+        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+        "--main_process_port", str(free_port()),
+        "-m", "tests.launched_grpo", "train", "grpo", "--config", str(config), "--url", service.url,
+    ]  # fmt: skip
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "WANDER_TEST_RECORD": str(tmp_path),
+           "WANDER_TEST_BACKEND": backend}  # fmt: skip
+    done = subprocess.run(launch, cwd=Path(__file__).parents[1], env=env, capture_output=True,
+                          text=True, timeout=240)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    main, other = (json.loads((tmp_path / f"rank{i}.json").read_text()) for i in (0, 1))
+
+    # Each process played 4 episodes of its own: one GRPO group (one example, one
+    # seed), each process another; the archive holds all 8 of the run.
+    assert len(main["episodes"]) == len(other["episodes"]) == 4
+    with WanderClient(service.url) as client:
+        assert archived(client, f"two-{backend}", 8) == 8
+        records = {e.id: e for e in client.episodes(f"two-{backend}", limit=10).episodes}
+    assert set(records) == {*main["episodes"], *other["episodes"]}
+    starts = [{(records[e].example, records[e].seed) for e in p["episodes"]} for p in (main, other)]
+    assert [len(start) for start in starts] == [1, 1] and starts[0] != starts[1]
+    for record in (main, other):
+        [logged] = [entry for entry in record["log_history"] if "loss" in entry]
+        assert math.isfinite(logged["loss"])
+    if backend == "vllm":
+        # One request a turn (2 turns) for both processes' 8 prompts, from the main process.
+        assert main["requests"] == [8, 8] and other["requests"] is None
+    else:
+        # Two turns for the first process's 4 episodes; the second's ended at the first
+        # (failed: 4 of the batch's 8, within max_failure_rate), so its second is empty.
+        assert main["generate_calls"] == [4, 4] and other["generate_calls"] == [4, 0]
+        assert "4 of 8 episodes of the batch failed" in done.stderr
+
+    # The stage's folder holds a whole model (the adapter merged), which loads, and
+    # the step changed it.
+    assert not (out / "adapter_config.json").exists()
+    saved = AutoModelForCausalLM.from_pretrained(out)
+    start, tokenizer = load("tiny")
+    ids = torch.tensor([tokenizer.encode("Your move. <think>")])
+    with torch.no_grad():
+        assert not torch.allclose(saved(input_ids=ids).logits, start(input_ids=ids).logits)

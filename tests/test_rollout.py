@@ -241,11 +241,14 @@ def test_a_template_that_renders_earlier_turns_otherwise_fails_loudly(
             rollout([example_prompt(3)])
 
 
+@pytest.mark.parametrize("at", [1, 2], ids=["first step", "second step"])
 def test_a_failed_episode_is_left_out_of_training_and_counted(
-    live: ServiceProcess, caplog: pytest.LogCaptureFixture
+    live: ServiceProcess, caplog: pytest.LogCaptureFixture, at: int
 ) -> None:
+    """Failed at its first step too: its completion is not empty (TRL reads the last
+    token of each)."""
     tokenizer = build_tokenizer()
-    with DeletingClient(live.url) as client:
+    with DeletingClient(live.url, at) as client:
         rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
                                 run="rollout-failed", backend=ScriptedBackend(tokenizer),
                                 max_failure_rate=0.25)  # fmt: skip

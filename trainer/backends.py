@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from wander.trainer.processes import Processes
 
 
 @dataclass(frozen=True)
@@ -17,7 +20,9 @@ class Generation:
 
 class Backend(Protocol):
     def generate(self, prompts: list[list[int]]) -> list[Generation]:
-        """One sampled continuation per prompt (token ids in, token ids out)."""
+        """One sampled continuation per prompt (token ids in, token ids out). In a run
+        of several processes every process calls it at every turn, with no prompts
+        once its own episodes have ended (see ``processes``)."""
         ...
 
 
@@ -44,12 +49,25 @@ def stop_token_ids(tokenizer: Any, generation_config: Any = None) -> list[int]:
 
 
 class TransformersBackend:
-    """Samples with ``model.generate`` in this process: for small models and CPUs."""
+    """Samples with ``model.generate`` in this process: for small models and CPUs.
+
+    A process with no prompts left still samples, from a one-token prompt, and drops
+    the result: under ZeRO-3 or FSDP each forward pass is a collective of every
+    process (``generate`` keeps them in step within a call: ``synced_gpus``), so
+    each must call ``generate`` as often as the others.
+    """
 
     def __init__(self, model: Any, tokenizer: Any, sampling: Sampling) -> None:
         self.model, self.tokenizer, self.sampling = model, tokenizer, sampling
 
     def generate(self, prompts: list[list[int]]) -> list[Generation]:
+        pad = self.tokenizer.pad_token_id
+        if not prompts:
+            self._sample([[pad]])
+            return []
+        return self._sample(prompts)
+
+    def _sample(self, prompts: list[list[int]]) -> list[Generation]:
         import torch
 
         from wander.trainer.plain_sampling import sample
@@ -75,12 +93,28 @@ class TransformersBackend:
 
 class VLLMServerBackend:
     """Samples on a vLLM server through TRL's client (``use_vllm``, server mode): TRL
-    syncs the trained weights to the server before each rollout."""
+    syncs the trained weights to the server before each rollout.
 
-    def __init__(self, client: Any, sampling: Sampling) -> None:
+    TRL keeps its client on the main process only (the others have no
+    ``vllm_client``: theirs is None here). As TRL's own server-mode generation
+    does, the main process sends every process's prompts in one request and hands
+    each process its answers.
+    """
+
+    def __init__(self, client: Any, sampling: Sampling, processes: Processes | None = None) -> None:
         self.client, self.sampling = client, sampling
+        self.processes = processes or Processes()
 
     def generate(self, prompts: list[list[int]]) -> list[Generation]:
+        everyone = self.processes.gather(prompts)
+        answers = None
+        if self.processes.main:
+            flat = self._generate([prompt for part in everyone for prompt in part])
+            ends = itertools.accumulate(len(part) for part in everyone)
+            answers = [flat[end - len(own) : end] for own, end in zip(everyone, ends, strict=True)]
+        return self.processes.from_main(answers)[self.processes.index]
+
+    def _generate(self, prompts: list[list[int]]) -> list[Generation]:
         out = self.client.generate(
             prompts=prompts,
             n=1,

@@ -45,22 +45,47 @@ def pretrained(model: str) -> Any:
 
 def save(trainer: Any, tokenizer: Any, folder: str) -> None:
     """The end of a stage: the full weights, a LoRA adapter merged into them, and the
-    tokenizer, in ``folder``.
+    tokenizer, in ``folder``. Every process of the run calls it.
 
     ``Trainer.save_model`` writes a LoRA run's adapter alone, which ``vllm serve``
     cannot load and from which the next stage (``model = "runs/grpo-stage1"``) would
     start on the base model (see ``pretrained``). Merged, the folder is a model like
     any other: the next stage, ``vllm serve`` and ``from_pretrained`` load it as it
     is, with the logits the stage ended on.
-    """
-    from peft import PeftModel
 
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    if isinstance(model, PeftModel):
-        model = model.merge_and_unload()
-    if trainer.accelerator.is_main_process:
-        model.save_pretrained(folder)
+    The weights come from ``accelerator.get_state_dict``, accelerate's way to the
+    whole model whatever holds it: under ZeRO-3 or FSDP each process holds a shard
+    and every process takes part in gathering them; the main process writes.
+    """
+    accelerator = trainer.accelerator
+    state = accelerator.get_state_dict(trainer.model_wrapped)
+    if accelerator.is_main_process:
+        model = accelerator.unwrap_model(trainer.model)
+        from peft import PeftModel
+
+        if isinstance(model, PeftModel):
+            model, state = merged(model, state)
+        model.save_pretrained(folder, state_dict=state)
         tokenizer.save_pretrained(folder)
+    accelerator.wait_for_everyone()
+
+
+def merged(model: Any, state: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """``model``'s base model with its adapter merged in, and its weights, built from
+    ``state`` (``model``'s whole state dict): under ZeRO-3 or FSDP ``model`` itself
+    holds this process's shard only. ``model`` is left as it is (the merge works on
+    copies, on the CPU)."""
+    import torch
+    from peft import get_peft_model
+
+    base = model.get_base_model()
+    with torch.device("meta"):
+        skeleton = get_peft_model(type(base)(base.config), model.peft_config[model.active_adapter])
+    copies = {name: tensor.detach().to("cpu", copy=True) for name, tensor in state.items()}
+    skeleton.load_state_dict(copies, assign=True)
+    whole = skeleton.merge_and_unload()
+    whole.generation_config = base.generation_config  # the checkpoint's, not a default one
+    return whole, whole.state_dict()
 
 
 def device_defaults() -> dict[str, bool]:

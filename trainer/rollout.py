@@ -25,6 +25,9 @@ rather than ending the run, as TRL treats a completion no reward function could
 score: its score components are None (TRL leaves it out of its group's baseline
 and gives it advantage 0) and all its tokens are masked. The batch's count is
 logged; above ``max_failure_rate`` of the batch, the rollout stops the run.
+
+In a run of several processes, each plays its own part of the batch, as TRL hands
+it, in step with the others (``processes``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +49,7 @@ from wander.trainer.backends import (
     VLLMServerBackend,
     stop_token_ids,
 )
+from wander.trainer.processes import Processes
 from wander.trainer.text import storable
 
 log = logging.getLogger(__name__)
@@ -258,12 +263,36 @@ class WanderRollout:
         self.max_failure_rate = max_failure_rate
         self.chat_template = rollout_chat_template(tokenizer)
 
-    def backend_for(self, trainer: Any) -> Backend:
+    @contextmanager
+    def backend_for(self, trainer: Any, processes: Processes) -> Iterator[Backend]:
+        """The backend the batch samples with. The transformers backend samples with
+        the policy as TRL's own generation does, inside TRL's context for it: the
+        model out of its DDP / DeepSpeed / FSDP wrapper, ZeRO-3's shards gathered
+        (``ds3_gather_for_generation``), FSDP's full parameters summoned, gradient
+        checkpointing off; entered once for the batch's turns, by every process."""
         if self.backend is not None:
-            return self.backend
-        if getattr(trainer, "use_vllm", False):
-            return VLLMServerBackend(trainer.vllm_generation.vllm_client, self.sampling)
-        return TransformersBackend(trainer.model, self.tokenizer, self.sampling)
+            yield self.backend
+        elif getattr(trainer, "use_vllm", False):
+            client = getattr(trainer.vllm_generation, "vllm_client", None)  # main process only
+            yield VLLMServerBackend(client, self.sampling, processes)
+        elif trainer is None:
+            raise ValueError("the transformers backend samples with a trainer's model")
+        else:
+            from trl.distributed import DistributedBackend
+            from trl.models import unwrap_model_for_generation
+
+            with (
+                unwrap_model_for_generation(
+                    trainer.model_wrapped,
+                    trainer.accelerator,
+                    gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+                    gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
+                ) as model,
+                DistributedBackend(trainer.accelerator).summon_full_params(
+                    trainer.model_wrapped, recurse=False
+                ),
+            ):
+                yield TransformersBackend(model, self.tokenizer, self.sampling)
 
     def stops_for(self, trainer: Any) -> set[int]:
         if self.stop_ids is not None:
@@ -272,26 +301,15 @@ class WanderRollout:
         return set(stop_token_ids(self.tokenizer, getattr(model, "generation_config", None)))
 
     def __call__(self, prompts: list[list[dict[str, Any]]], trainer: Any = None) -> dict[str, Any]:
-        backend, stops = self.backend_for(trainer), self.stops_for(trainer)
+        """This process's part of the batch (TRL calls every process with its own
+        prompts; see ``processes``), played in step with the other processes."""
+        processes = Processes(None if trainer is None else trainer.accelerator)
+        stops = self.stops_for(trainer)
         examples = [_example(prompt) for prompt in prompts]
         trajectories = self._start(episode_groups(examples, *batch_layout(trainer)))
-        while live := [t for t in trajectories if t.live]:
-            generations = backend.generate([t.prompt_ids + t.completion_ids for t in live])
-            texts = self.tokenizer.batch_decode(
-                [g.token_ids for g in generations], skip_special_tokens=True
-            )
-            actions = [storable(text) for text in texts]
-            results = self.client.step_many(
-                [
-                    {"episode_id": t.episode_id, "action": action, "turn": t.turn}
-                    for t, action in zip(live, actions, strict=True)
-                ]
-            )
-            for trajectory, generation, action, result in zip(
-                live, generations, actions, results, strict=True
-            ):
-                self._advance(trajectory, generation, action, result, stops)
-        self._check_failures(trajectories)
+        with self.backend_for(trainer, processes) as backend:
+            self._play(trajectories, backend, stops, processes)
+        self._check_failures(trajectories, processes)
         scores = [
             None if t.failure is not None else self.client.score(t.episode_id, partial=True)
             for t in trajectories
@@ -307,21 +325,57 @@ class WanderRollout:
             output[name] = [None if score is None else score.components[name] for score in scores]
         return output
 
-    def _check_failures(self, trajectories: list[Trajectory]) -> None:
-        failed = [t for t in trajectories if t.failure is not None]
-        if not failed:
-            return
-        what = (
-            f"{len(failed)} of {len(trajectories)} episodes of the batch failed (the first, "
-            f"{failed[0].episode_id}: {failed[0].failure})"
+    def _play(
+        self,
+        trajectories: list[Trajectory],
+        backend: Backend,
+        stops: Collection[int],
+        processes: Processes,
+    ) -> None:
+        """Turn by turn until every episode of every process has ended: a process
+        whose own have ended goes on generating for none (``Backend.generate``)."""
+        live = [t for t in trajectories if t.live]
+        while processes.any(bool(live)):
+            generations = backend.generate([t.prompt_ids + t.completion_ids for t in live])
+            if live:
+                self._step(live, generations, stops)
+            live = [t for t in live if t.live]
+
+    def _step(
+        self, live: list[Trajectory], generations: list[Generation], stops: Collection[int]
+    ) -> None:
+        texts = self.tokenizer.batch_decode(
+            [g.token_ids for g in generations], skip_special_tokens=True
         )
-        if len(failed) > self.max_failure_rate * len(trajectories):
+        actions = [storable(text) for text in texts]
+        results = self.client.step_many(
+            [
+                {"episode_id": t.episode_id, "action": action, "turn": t.turn}
+                for t, action in zip(live, actions, strict=True)
+            ]
+        )
+        for trajectory, generation, action, result in zip(
+            live, generations, actions, results, strict=True
+        ):
+            self._advance(trajectory, generation, action, result, stops)
+
+    def _check_failures(self, trajectories: list[Trajectory], processes: Processes) -> None:
+        """Judged on the whole batch, every process's part of it, so that the
+        processes stop together (one alone would leave the others waiting for it)."""
+        failed = [t for t in trajectories if t.failure is not None]
+        total, played = processes.total(len(failed)), processes.total(len(trajectories))
+        if not total:
+            return
+        first = f" (the first, {failed[0].episode_id}: {failed[0].failure})" if failed else ""
+        what = f"{total} of {played} episodes of the batch failed{first}"
+        if total > self.max_failure_rate * played:
             raise RolloutFailed(
                 f"{what}: more than max_failure_rate = {self.max_failure_rate} of the batch, "
                 "so the run stops; check the service and the environment (or raise "
                 "max_failure_rate in the run's config)"
             )
-        log.warning("%s; left out of training (rewards None, tokens masked)", what)
+        if failed or processes.main:
+            log.warning("%s; left out of training (rewards None, tokens masked)", what)
 
     def _start(self, groups: list[tuple[int, int]]) -> list[Trajectory]:
         """One episode group per GRPO group (``episode_groups``)."""
@@ -352,10 +406,12 @@ class WanderRollout:
         result: Any,
         stops: Collection[int],
     ) -> None:
+        # The turn's tokens stay, masked, if its step fails: TRL reads the last token of
+        # every completion, and an episode failed at its first step would have none.
+        trajectory.add_model(generation)
         if isinstance(result, StepError):
             trajectory.fail(f"{result.error.code}: {result.error.message}")
             return
-        trajectory.add_model(generation)
         trajectory.turn = result.turn
         if result.done:
             trajectory.live = False
