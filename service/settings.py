@@ -7,6 +7,8 @@ from typing import Literal, Self
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from wander.service.redis_url import parse_redis_url
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
@@ -131,8 +133,6 @@ class Settings(BaseSettings):
     @classmethod
     def _redis_url_is_a_target(cls, value: str | None) -> str | None:
         """A URL the store cannot use stops the service at start, saying why."""
-        from wander.service.store.targets import parse_redis_url  # import-light, as above
-
         if value:
             parse_redis_url(value)
         return value

@@ -37,8 +37,9 @@ from tests.records import many_runs
 from tests.redis_cluster import Servers, start_cluster
 from wander.service.app import create_app
 from wander.service.archive.migrations import upgrade
+from wander.service.redis_url import parse_redis_url
 from wander.service.settings import Settings
-from wander.service.store.targets import parse_redis_url, primaries
+from wander.service.store.targets import primaries
 from wander.testing import ServiceProcess, free_port
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import redis
 
-from wander.service.store.targets import parse_redis_url, primaries
+from wander.service.redis_url import parse_redis_url
+from wander.service.store.targets import primaries
 
 
 def persistence_warning(url: str) -> str | None:

@@ -74,6 +74,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from wander.service.errors import StoreUnavailable
+from wander.service.redis_url import parse_redis_url
 from wander.service.store.base import (
     DeadLetter,
     EpisodeStore,
@@ -87,7 +88,7 @@ from wander.service.store.base import (
 )
 from wander.service.store.coalesce import Coalescer
 from wander.service.store.partitions import Layout, Partition
-from wander.service.store.targets import async_client, parse_redis_url
+from wander.service.store.targets import async_client
 
 _NOW_MS = """
 local clock = redis.call('TIME')
