@@ -159,7 +159,7 @@ class Engine:
             "updated_at": stamp,
             "finished_at": None,
         }
-        ids = [_new_id("ep") for _ in range(request.n)]
+        ids = self.store.new_ids(request.n)
         await self.store.add(
             {id_: encode({**template, "id": id_}) for id_ in ids},
             env.name,

@@ -7,6 +7,8 @@ from typing import Literal, Self
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from wander.service.redis_url import parse_redis_url
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
@@ -16,7 +18,19 @@ class Settings(BaseSettings):
     )
 
     redis_url: str | None = Field(
-        None, description="Redis URL for episode state; unset: the in-process store (one process)."
+        None,
+        description="Redis URL for episode state: `redis://host:6379/0` (one Redis), "
+        "`redis+cluster://host:7000,host:7001` (a Redis Cluster) or "
+        "`redis+sentinel://host:26379/mymaster` (the primary Sentinel names); unset: the "
+        "in-process store (one process).",
+    )
+    redis_partitions: int = Field(
+        16,
+        ge=1,
+        le=1024,
+        description="On a Redis Cluster, how many partitions (hash tags) the keys are split "
+        "into: the most primaries that share the load. Never lower it on a cluster that "
+        "holds data (the partitions past it would be read no more); ignored on one Redis.",
     )
     redis_max_connections: int = Field(
         64, ge=1, description="Redis connections per process; more requests wait for one."
@@ -114,6 +128,14 @@ class Settings(BaseSettings):
         False, description="Log every request (costs a tenth of the throughput)."
     )
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url_is_a_target(cls, value: str | None) -> str | None:
+        """A URL the store cannot use stops the service at start, saying why."""
+        if value:
+            parse_redis_url(value)
+        return value
 
     @field_validator("auth", mode="before")
     @classmethod

@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -33,9 +34,12 @@ from starlette.types import ASGIApp
 from tests.helpers import write_archive
 from tests.leaks import LEDGER, MARKER, Ledger
 from tests.records import many_runs
+from tests.redis_cluster import Servers, start_cluster
 from wander.service.app import create_app
 from wander.service.archive.migrations import upgrade
+from wander.service.redis_url import parse_redis_url
 from wander.service.settings import Settings
+from wander.service.store.targets import primaries
 from wander.testing import ServiceProcess, free_port
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
@@ -103,22 +107,29 @@ def redis_url(pytestconfig: pytest.Config) -> Iterator[str]:
     server.wait()
 
 
+@pytest.fixture(scope="session")
+def redis_cluster_url() -> Iterator[str]:
+    """A Redis Cluster of three primaries the session starts (``redis+cluster://``), and
+    stops with its files at the end. Skips, saying so, where no redis-server is installed."""
+    with tempfile.TemporaryDirectory(prefix="wander-cluster-") as directory:
+        servers = Servers(Path(directory))
+        try:
+            yield start_cluster(servers)
+        finally:
+            servers.stop()
+
+
 @contextmanager
 def redis_keys(redis_url: str, config: pytest.Config) -> Iterator[str]:
-    """A key prefix of its own in the session's namespace, its keys deleted afterwards."""
+    """A key prefix of its own in the session's namespace, its keys deleted afterwards
+    (on every primary of a cluster)."""
     prefix = f"{config.stash[LEDGER].redis_namespace}{uuid.uuid4().hex}:"
     yield prefix
-    client = redis.Redis.from_url(redis_url)
-    keys = list(client.scan_iter(match=f"{prefix}*"))
-    if keys:
-        client.delete(*keys)
-
-
-@pytest.fixture
-def redis_prefix(redis_url: str, pytestconfig: pytest.Config) -> Iterator[str]:
-    """A key prefix of this test's own, deleted afterwards."""
-    with redis_keys(redis_url, pytestconfig) as prefix:
-        yield prefix
+    for _, client in primaries(parse_redis_url(redis_url)):
+        with client:
+            keys = list(client.scan_iter(match=f"{prefix}*"))
+            for key in keys:  # one by one: a cluster's keys are in many slots
+                client.delete(key)
 
 
 @pytest.fixture(scope="session")
@@ -172,18 +183,48 @@ def database_url(empty_database_url: str) -> str:
     return empty_database_url
 
 
-@pytest.fixture(params=["memory", "redis"])
-def store_kind(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+STORE_KINDS = ("memory", "redis")
+"""The stores a test that takes ``store_kind`` runs on: the in-process store and a real
+Redis. A module that sets ``STORE_KINDS`` of its own runs on those instead, e.g. with
+``"cluster"``, the session's Redis Cluster."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "store_kind" in metafunc.fixturenames:
+        metafunc.parametrize("store_kind", getattr(metafunc.module, "STORE_KINDS", STORE_KINDS))
+
+
+@pytest.fixture
+def redis_prefix(redis_url: str, pytestconfig: pytest.Config) -> Iterator[str]:
+    """A key prefix of this test's own on ``redis_url``, deleted afterwards."""
+    with redis_keys(redis_url, pytestconfig) as prefix:
+        yield prefix
+
+
+@pytest.fixture
+def cluster_prefix(redis_cluster_url: str, pytestconfig: pytest.Config) -> Iterator[str]:
+    """A key prefix of this test's own on the session's cluster, deleted afterwards."""
+    with redis_keys(redis_cluster_url, pytestconfig) as prefix:
+        yield prefix
+
+
+@pytest.fixture
+def shared_redis(store_kind: str, request: pytest.FixtureRequest) -> tuple[str, str]:
+    """The URL of the Redis (``redis``) or Redis Cluster (``cluster``) that ``store_kind``
+    names, and a key prefix of the test's own there."""
+    if store_kind == "cluster":
+        return request.getfixturevalue("redis_cluster_url"), request.getfixturevalue(
+            "cluster_prefix"
+        )
+    return request.getfixturevalue("redis_url"), request.getfixturevalue("redis_prefix")
 
 
 @pytest.fixture
 def settings(store_kind: str, sqlite_url: str, request: pytest.FixtureRequest) -> Settings:
     """Settings for the parametrised store, with a migrated SQLite archive of the test's own."""
     upgrade(sqlite_url)
-    if store_kind == "redis":
-        url = request.getfixturevalue("redis_url")
-        prefix = request.getfixturevalue("redis_prefix")
+    if store_kind in ("redis", "cluster"):
+        url, prefix = request.getfixturevalue("shared_redis")
         return Settings(redis_url=url, redis_prefix=prefix, database_url=sqlite_url)
     return Settings(redis_url=None, database_url=sqlite_url)
 

@@ -1,4 +1,5 @@
-"""Many simultaneous steps on one episode apply exactly once (DESIGN §4, step semantics)."""
+"""Many simultaneous steps on one episode apply exactly once (DESIGN §4, step semantics), on
+every store: in-process, Redis and Redis Cluster."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from wander.service.app import create_app
 from wander.service.archive.migrations import upgrade
 from wander.service.settings import Settings
 
+STORE_KINDS = ["memory", "redis", "cluster"]
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
 
 

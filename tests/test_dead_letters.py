@@ -2,7 +2,7 @@
 letter with its error, and the records around it are archived (issue #20, item 5).
 
 On PostgreSQL, which refuses what SQLite stores anyway (NUL in text, a value longer than
-its column), on both stores.
+its column), on every store: in-process, Redis and Redis Cluster.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from wander.service.archive.migrations import upgrade
 from wander.service.archiver import Archiver
 from wander.service.settings import Settings
 from wander.service.store import EpisodeStore, open_store
+
+STORE_KINDS = ["memory", "redis", "cluster"]
 
 
 @pytest.fixture
@@ -118,12 +120,9 @@ async def test_an_unreadable_record_is_set_aside_at_once(
 
 
 def store_settings(request: pytest.FixtureRequest, store_kind: str, database_url: str) -> Settings:
-    if store_kind == "redis":
-        return Settings(
-            redis_url=request.getfixturevalue("redis_url"),
-            redis_prefix=request.getfixturevalue("redis_prefix"),
-            database_url=database_url,
-        )
+    if store_kind in ("redis", "cluster"):
+        url, prefix = request.getfixturevalue("shared_redis")
+        return Settings(redis_url=url, redis_prefix=prefix, database_url=database_url)
     return Settings(redis_url=None, database_url=database_url)
 
 

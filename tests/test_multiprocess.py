@@ -1,5 +1,6 @@
-"""Several service processes on one Redis serve one episode as if they were one
-(DESIGN §3: same inputs, same bytes, on any replica, before and after a restart)."""
+"""Several service processes on one Redis (or one Redis Cluster) serve one episode as if
+they were one (DESIGN §3: same inputs, same bytes, on any replica, before and after a
+restart)."""
 
 from __future__ import annotations
 
@@ -31,8 +32,15 @@ def board_agent(board: str) -> str:
     return answer(moves[pick % len(moves)])
 
 
+STORE_KINDS = ["redis", "cluster"]
+
+
 @pytest.fixture
-def replicas(redis_url: str, redis_prefix: str, sqlite_url: str) -> Iterator[list[ServiceProcess]]:
+def replicas(
+    shared_redis: tuple[str, str], store_kind: str, sqlite_url: str
+) -> Iterator[list[ServiceProcess]]:
+    """Two service processes on the Redis or the Redis Cluster of ``store_kind``."""
+    redis_url, redis_prefix = shared_redis
     env = {
         "WANDER_REDIS_URL": redis_url,
         "WANDER_REDIS_PREFIX": redis_prefix,

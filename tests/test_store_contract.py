@@ -1,4 +1,5 @@
-"""The store contract, run against the in-process store and a real Redis."""
+"""The store contract, run against the in-process store, a real Redis and a real Redis
+Cluster of three primaries."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from wander.service.store import EpisodeStore, Usage, Versioned, open_store
 from wander.service.store import memory as memory_store
 from wander.service.store.redis import RedisStore
 from wander.testing import free_port
+
+STORE_KINDS = ["memory", "redis", "cluster"]
 
 
 @pytest.fixture

@@ -28,5 +28,6 @@ def open_store(settings: Settings) -> EpisodeStore:
             settings.redis_prefix,
             settings.archive_claim_seconds,
             settings.redis_max_connections,
+            settings.redis_partitions,
         )
     return MemoryStore(settings.episode_ttl_seconds)

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from wander.service.errors import QuotaExceeded
+from wander.service.store.partitions import new_episode_id
 
 
 class Versioned(NamedTuple):
@@ -81,6 +82,13 @@ class EpisodeStore(ABC):
 
     def __init__(self, ttl_seconds: int) -> None:
         self.ttl_seconds = ttl_seconds
+
+    def new_ids(self, n: int) -> list[str]:
+        """Ids for the ``n`` episodes of one ``add`` (a GRPO group), each unguessable.
+
+        A store that splits its episodes into partitions (the Redis store on a cluster)
+        gives them ids of one partition, so that the group is added all or none."""
+        return [new_episode_id() for _ in range(n)]
 
     @abstractmethod
     async def add(

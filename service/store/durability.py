@@ -11,19 +11,38 @@ from __future__ import annotations
 
 import redis
 
+from wander.service.redis_url import parse_redis_url
+from wander.service.store.targets import primaries
+
 
 def persistence_warning(url: str) -> str | None:
     """What a restart of the Redis at ``url`` would lose ("keeps nothing on disk..."), or
     None when it keeps everything (append-only file on) or cannot be asked (unreachable,
-    or CONFIG refused, as managed services do)."""
-    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+    or CONFIG refused, as managed services do).
+
+    On a cluster every primary is asked, and the first that would lose data is named
+    ("node host:port keeps nothing..."); through Sentinel, the primary it names now (a
+    replica promoted later is not asked)."""
+    target = parse_redis_url(url)
+    try:
+        nodes = primaries(target)
+    except redis.RedisError:
+        return None
+    warnings = []
+    for address, client in nodes:
+        with client:
+            warning = _warning(client)
+        if warning is not None:
+            warnings.append(warning if target.kind == "single" else f"node {address} {warning}")
+    return warnings[0] if warnings else None
+
+
+def _warning(client: redis.Redis) -> str | None:
     try:
         appendonly = client.config_get("appendonly").get("appendonly")
         save = client.config_get("save").get("save", "")
     except redis.RedisError:
         return None
-    finally:
-        client.close()
     if appendonly == "yes":
         return None
     if not save:

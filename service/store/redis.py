@@ -46,31 +46,35 @@ in one step, so it is always in exactly one of them. The dead letters are kept
 until an operator retries or drops them: they are data the database refused, not
 a cache, and ``wander_archive_dead_letters`` shows how many there are.
 
-The scripts touch several keys, so the store needs a single Redis server (or a
-replicated one), not Redis Cluster.
+On a Redis Cluster each script touches one slot: the keys are split into partitions,
+each a complete set of the keys above under a hash tag of its own
+(``service.store.partitions``), and a bulk call sends one script call per partition. On
+one Redis there is one partition, named as above.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import re
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeVar
 
-import redis.asyncio as redis
 from cachetools import LRUCache
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from wander.service.errors import StoreUnavailable
+from wander.service.redis_url import parse_redis_url
 from wander.service.store.base import (
     DeadLetter,
     EpisodeStore,
@@ -83,6 +87,8 @@ from wander.service.store.base import (
     quota_exceeded,
 )
 from wander.service.store.coalesce import Coalescer
+from wander.service.store.partitions import Layout, Partition
+from wander.service.store.targets import async_client
 
 _NOW_MS = """
 local clock = redis.call('TIME')
@@ -157,7 +163,8 @@ local a, k = 3, 6
 while a <= #ARGV do
   local n, env, tenant, size = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local max_live, max_bytes = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  a = a + 6
+  local live_elsewhere, bytes_elsewhere = tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7])
+  a = a + 8
   local reply = 1
   if max_live or max_bytes then
     looked = looked or count_out(checks)
@@ -165,8 +172,8 @@ while a <= #ARGV do
     for i = k, k + n - 1 do
       if not redis.call('ZSCORE', KEYS[LIVE], KEYS[i]) then new = new + 1 end
     end
-    local live = tonumber(redis.call('HGET', KEYS[LIVE + 3], tenant) or 0)
-    local bytes = tonumber(redis.call('HGET', KEYS[LIVE + 4], tenant) or 0)
+    local live = tonumber(redis.call('HGET', KEYS[LIVE + 3], tenant) or 0) + live_elsewhere
+    local bytes = tonumber(redis.call('HGET', KEYS[LIVE + 4], tenant) or 0) + bytes_elsewhere
     if max_live and live + new > max_live then
       reply = {'live_episodes', max_live, live, new}
     elseif max_bytes and bytes + new * size > max_bytes then
@@ -202,11 +209,13 @@ return replies
 )
 """New episodes, in groups added all or none: ``KEYS`` the live index's five keys, then the
 episodes; ``ARGV`` the TTL, how many expired episodes to look at, then per group its size,
-environment, tenant ('' for none), metadata bytes per episode and limits on the tenant's
-live episodes and bytes ('' for none), then its documents. Replies per group 1 (added),
-a refusal {quota, limit, used, requested}, or 0: it would be refused, but more expired
-episodes may be due than were looked at (``count_out`` runs once, and only for groups with
-limits); call again. Run twice (a retry after a lost reply), it counts each episode once."""
+environment, tenant ('' for none), metadata bytes per episode, limits on the tenant's
+live episodes and bytes ('' for none) and what the tenant holds in the other partitions
+(live episodes, bytes: ``service.store.partitions``), then its documents. Replies per
+group 1 (added), a refusal {quota, limit, used, requested}, or 0: it would be refused,
+but more expired episodes may be due than were looked at (``count_out`` runs once, and
+only for groups with limits); call again. Run twice (a retry after a lost reply), it
+counts each episode once."""
 
 _LOAD_MANY = """
 local ttl = ARGV[1]
@@ -288,6 +297,13 @@ return waits
 microseconds of the server's clock, at which it is full again, and expires then. Replies
 per bucket 0 (taken) or the microseconds until a token is there."""
 
+_ACKNOWLEDGE = """
+redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
+redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
+"""
+"""Drop archived records: ``KEYS`` the backlog; ``ARGV`` the group, then the records' ids.
+A script rather than MULTI, which a cluster client does not offer."""
+
 _LEAVE_GROUP = """
 if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) == 0 then
   redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
@@ -362,6 +378,8 @@ class _Group:
 
 
 _NewEpisode = tuple[str, bytes, _Group]
+_Item = TypeVar("_Item")
+_Reply = TypeVar("_Reply")
 
 
 class RedisStore(EpisodeStore):
@@ -369,29 +387,30 @@ class RedisStore(EpisodeStore):
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: Any,
         ttl_seconds: int,
         prefix: str = "wander:",
         claim_after_seconds: float = 60.0,
+        *,
+        partitions: int | None = None,
+        max_concurrent_calls: int | None = None,
     ) -> None:
+        """``client``: a ``redis.asyncio`` client, or a ``RedisCluster`` with
+        ``partitions`` (``service.store.partitions``). ``max_concurrent_calls`` bounds the
+        calls in flight, for a client that refuses more rather than wait (a cluster's)."""
         super().__init__(ttl_seconds)
         self._redis = client
-        self._prefix = prefix
-        self._stream = f"{prefix}archive"
-        self._dead = f"{prefix}archive:dead"
-        self._live_keys = [
-            f"{prefix}live",
-            f"{prefix}live:env",
-            f"{prefix}live:count",
-            f"{prefix}live:tenant",
-            f"{prefix}live:bytes",
-        ]
+        self._layout = Layout(prefix, partitions)
         self._consumer = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self._claim_after_ms = int(claim_after_seconds * 1000)
-        self._group_ready = False
+        self._joined: set[Partition] = set()
+        self._calls = asyncio.Semaphore(max_concurrent_calls) if max_concurrent_calls else None
+        self._discovering = asyncio.Lock()
+        self._discovered = False
         self._add_script = client.register_script(_ADD_MANY)
         self._load_script = client.register_script(_LOAD_MANY)
         self._replace_script = client.register_script(_REPLACE_MANY)
+        self._acknowledge_script = client.register_script(_ACKNOWLEDGE)
         self._leave_script = client.register_script(_LEAVE_GROUP)
         self._dead_letter_script = client.register_script(_DEAD_LETTER)
         self._retry_script = client.register_script(_RETRY_DEAD)
@@ -413,23 +432,32 @@ class RedisStore(EpisodeStore):
         prefix: str = "wander:",
         claim_after_seconds: float = 60.0,
         max_connections: int = 64,
+        partitions: int = 16,
     ) -> RedisStore:
-        """A store on its own pool: at most ``max_connections``, and a request that finds
-        them all busy waits for one (up to the socket timeout) instead of failing."""
-        pool = redis.BlockingConnectionPool.from_url(
-            url,
-            max_connections=max_connections,
-            timeout=5,
-            socket_timeout=5,
-            socket_connect_timeout=5,
+        """A store on its own connections (``service.store.targets``): at most
+        ``max_connections`` (per node of a cluster), and a request that finds them all
+        busy waits for one instead of failing. On a cluster, ``partitions`` of keys."""
+        target = parse_redis_url(url)
+        client = async_client(target, max_connections)
+        if target.kind != "cluster":
+            return cls(client, ttl_seconds, prefix, claim_after_seconds)
+        return cls(
+            client,
+            ttl_seconds,
+            prefix,
+            claim_after_seconds,
+            partitions=partitions,
+            max_concurrent_calls=max_connections,
         )
-        return cls(redis.Redis.from_pool(pool), ttl_seconds, prefix, claim_after_seconds)
 
     def key(self, episode_id: str) -> str:
-        return f"{self._prefix}episode:{episode_id}"
+        return self._layout.of_episode(episode_id).key(episode_id)
 
     def bucket_key(self, bucket: str) -> str:
-        return f"{self._prefix}rate:{bucket}"
+        return self._layout.of_bucket(bucket).bucket_key(bucket)
+
+    def new_ids(self, n: int) -> list[str]:
+        return self._layout.new_ids(n)
 
     async def add(
         self,
@@ -441,7 +469,20 @@ class RedisStore(EpisodeStore):
         max_live: int | None = None,
         max_metadata_bytes: int | None = None,
     ) -> None:
+        """On a cluster, ``documents`` must share a partition (ids from ``new_ids``, or
+        ids without a partition tag): the add is then one script call, all or none.
+
+        A quota is checked against what the tenant holds in every partition, but
+        atomically only with the writes of the episodes' own partition: adds landing in
+        different partitions at the same moment may pass a quota together, each seeing
+        the other's partition as it was just before. Each partition alone never holds
+        more than the limit, so the overshoot is bounded (at most the partitions times
+        the limit, and in practice the adds in flight at once); on one Redis there is one
+        partition, and the check is exact."""
         check_limits(tenant, max_live, max_metadata_bytes)
+        partition = {self._layout.of_episode(episode_id) for episode_id in documents}
+        if len(partition) > 1:
+            raise ValueError("the episodes of one add must share a partition: use new_ids")
         group = _Group(env, tenant, metadata_bytes, max_live, max_metadata_bytes)
         episodes = [(episode_id, data, group) for episode_id, data in documents.items()]
         while episodes:
@@ -454,17 +495,25 @@ class RedisStore(EpisodeStore):
                 raise quota_exceeded(tenant, _text(quota), limit, used, requested)
 
     async def tenant_usage(self, tenant: str) -> Usage:
-        while True:
-            async with self._available():
-                looked_at, live, metadata_bytes = await self._usage_script(
-                    keys=self._live_keys, args=[LIVE_CHECKS, tenant]
+        return await self._usage(tenant, self._layout.partitions)
+
+    async def _usage(self, tenant: str, partitions: Sequence[Partition]) -> Usage:
+        """What ``tenant`` holds in ``partitions``, expired episodes counted out."""
+
+        async def held(partition: Partition) -> Usage:
+            while True:
+                looked_at, live, metadata_bytes = await self._call(
+                    self._usage_script, partition.live_keys, [LIVE_CHECKS, tenant]
                 )
-            if looked_at < LIVE_CHECKS:
-                return Usage(live, metadata_bytes)
+                if looked_at < LIVE_CHECKS:
+                    return Usage(live, metadata_bytes)
+
+        usages = await asyncio.gather(*map(held, partitions))
+        return Usage(sum(u.live_episodes for u in usages), sum(u.metadata_bytes for u in usages))
 
     async def take(self, bucket: str, rate: float, burst: int) -> float:
         interval = bucket_interval(rate, burst)
-        [wait] = await self._takes([(self.bucket_key(bucket), interval, burst)])
+        [wait] = await self._takes([(bucket, interval, burst)])
         return wait / 1_000_000
 
     async def load(self, episode_id: str, *, cached: bool = False) -> Versioned | None:
@@ -492,53 +541,89 @@ class RedisStore(EpisodeStore):
             self._remember(write.episode_id, write.version + 1 if ok else None, write.data)
         return written
 
-    # The bulk calls behind the coalescers: one script call each.
+    # The bulk calls behind the coalescers: one script call per partition each.
+
+    async def _per_partition(
+        self,
+        items: Sequence[_Item],
+        partition_of: Callable[[_Item], Partition],
+        call: Callable[[Partition, list[_Item]], Awaitable[list[_Reply]]],
+    ) -> list[_Reply]:
+        """``call`` for the items of each partition, concurrently; replies in item order."""
+        if len(self._layout.partitions) == 1:
+            return await call(self._layout.partitions[0], list(items))
+        indices: dict[Partition, list[int]] = {}
+        for i, item in enumerate(items):
+            indices.setdefault(partition_of(item), []).append(i)
+        replies = await asyncio.gather(
+            *(call(partition, [items[i] for i in where]) for partition, where in indices.items())
+        )
+        ordered: list[_Reply] = [None] * len(items)  # type: ignore[list-item]  # all filled
+        for where, reply in zip(indices.values(), replies, strict=True):
+            for i, one in zip(where, reply, strict=True):
+                ordered[i] = one
+        return ordered
 
     async def _add_all(self, episodes: list[_NewEpisode]) -> list[Any]:
+        return await self._per_partition(
+            episodes, lambda episode: self._layout.of_episode(episode[0]), self._add_in
+        )
+
+    async def _add_in(self, partition: Partition, episodes: list[_NewEpisode]) -> list[Any]:
         args: list[Any] = [self.ttl_seconds, LIVE_CHECKS]
         sizes: list[int] = []
         for group, members in itertools.groupby(episodes, key=itemgetter(2)):
             documents = [data for _, data, _ in members]
             sizes.append(len(documents))
+            elsewhere = await self._held_elsewhere(group, partition)
             args += (len(documents), group.env, group.tenant or "", group.metadata_bytes)
-            args += (_limit(group.max_live), _limit(group.max_metadata_bytes), *documents)
-        async with self._available():
-            replies = await self._add_script(
-                keys=[*self._live_keys, *(self.key(episode_id) for episode_id, _, _ in episodes)],
-                args=args,
-            )
+            args += (_limit(group.max_live), _limit(group.max_metadata_bytes), *elsewhere)
+            args += documents
+        keys = [*partition.live_keys, *(partition.key(episode_id) for episode_id, _, _ in episodes)]
+        replies = await self._call(self._add_script, keys, args)
         return [reply for reply, size in zip(replies, sizes, strict=True) for _ in range(size)]
 
+    async def _held_elsewhere(self, group: _Group, partition: Partition) -> Usage:
+        """What a group's tenant holds outside ``partition``, if it has limits to check."""
+        limited = group.max_live is not None or group.max_metadata_bytes is not None
+        others = [p for p in self._layout.partitions if p is not partition]
+        if not limited or not others or group.tenant is None:
+            return Usage(0, 0)
+        return await self._usage(group.tenant, others)
+
     async def _take_all(self, takes: list[tuple[str, int, int]]) -> list[int]:
-        async with self._available():
-            return list(
-                await self._take_script(
-                    keys=[key for key, _, _ in takes],
-                    args=[arg for _, interval, burst in takes for arg in (interval, burst)],
-                )
-            )
+        return await self._per_partition(
+            takes, lambda take: self._layout.of_bucket(take[0]), self._take_in
+        )
+
+    async def _take_in(self, partition: Partition, takes: list[tuple[str, int, int]]) -> list[int]:
+        keys = [partition.bucket_key(bucket) for bucket, _, _ in takes]
+        args = [arg for _, interval, burst in takes for arg in (interval, burst)]
+        return list(await self._call(self._take_script, keys, args))
 
     async def _load_all(self, episode_ids: list[str]) -> list[tuple[Any, Any]]:
-        async with self._available():
-            reply = await self._load_script(
-                keys=[self.key(i) for i in episode_ids], args=[self.ttl_seconds]
-            )
+        return await self._per_partition(episode_ids, self._layout.of_episode, self._load_in)
+
+    async def _load_in(self, partition: Partition, episode_ids: list[str]) -> list[tuple[Any, Any]]:
+        keys = [partition.key(i) for i in episode_ids]
+        reply = await self._call(self._load_script, keys, [self.ttl_seconds])
         return list(zip(reply[::2], reply[1::2], strict=True))
 
     async def _replace_all(self, writes: list[Write]) -> list[bool]:
+        return await self._per_partition(
+            writes, lambda write: self._layout.of_episode(write.episode_id), self._replace_in
+        )
+
+    async def _replace_in(self, partition: Partition, writes: list[Write]) -> list[bool]:
         args: list[Any] = [self.ttl_seconds]
         for write in writes:
             args += (write.version, write.data, write.archive or b"")
-        async with self._available():
-            replies = await self._replace_script(
-                keys=[
-                    self._stream,
-                    *self._live_keys,
-                    *(self.key(write.episode_id) for write in writes),
-                ],
-                args=args,
-            )
-        return [bool(reply) for reply in replies]
+        keys = [
+            partition.stream,
+            *partition.live_keys,
+            *(partition.key(write.episode_id) for write in writes),
+        ]
+        return [bool(reply) for reply in await self._call(self._replace_script, keys, args)]
 
     def _remember(self, episode_id: str, version: Any, data: bytes | None) -> Versioned | None:
         """Keep what was just read or written; forget what turned out to be stale."""
@@ -550,121 +635,197 @@ class RedisStore(EpisodeStore):
         return item
 
     async def live(self) -> dict[str, int]:
-        while True:
-            async with self._available():
-                looked_at, counts = await self._live_script(
-                    keys=self._live_keys, args=[LIVE_CHECKS]
+        async def counted(partition: Partition) -> dict[str, int]:
+            while True:
+                looked_at, counts = await self._call(
+                    self._live_script, partition.live_keys, [LIVE_CHECKS]
                 )
-            if looked_at < LIVE_CHECKS:
-                return {
-                    _text(env): int(n) for env, n in zip(counts[::2], counts[1::2], strict=True)
-                }
+                if looked_at < LIVE_CHECKS:
+                    return {
+                        _text(env): int(n) for env, n in zip(counts[::2], counts[1::2], strict=True)
+                    }
+
+        total: Counter[str] = Counter()
+        for counts in await asyncio.gather(*map(counted, self._layout.partitions)):
+            total.update(counts)
+        return dict(total)
 
     async def pending(self, count: int) -> list[Pending]:
+        """Up to ``count`` records from each partition, oldest first by the time they were
+        queued; past ``count``, the rest are this consumer's and come first next time."""
+        taken = await asyncio.gather(
+            *(self._pending_in(partition, count) for partition in self._layout.partitions)
+        )
+        records = sorted(
+            (_stream_order(token), self._layout.token(partition, token), data)
+            for partition, entries in zip(self._layout.partitions, taken, strict=True)
+            for token, data in entries
+        )
+        return [Pending(token, data) for _, token, data in records[:count]]
+
+    async def _pending_in(self, partition: Partition, count: int) -> list[tuple[str, bytes]]:
         async with self._available():
             try:
-                return await self._pending(count)
+                return await self._read_backlog(partition, count)
             except ResponseError as exc:
                 if "NOGROUP" not in str(exc):
                     raise
-                self._group_ready = False  # the stream was deleted under us
-                return await self._pending(count)
+                self._joined.discard(partition)  # the stream was deleted under us
+                return await self._read_backlog(partition, count)
 
-    async def _pending(self, count: int) -> list[Pending]:
-        if not self._group_ready:
+    async def _read_backlog(self, partition: Partition, count: int) -> list[tuple[str, bytes]]:
+        stream = partition.stream
+        if partition not in self._joined:
             try:
-                await self._redis.xgroup_create(self._stream, ARCHIVERS, id="0", mkstream=True)
+                await self._redis.xgroup_create(stream, ARCHIVERS, id="0", mkstream=True)
             except ResponseError as exc:
                 if "BUSYGROUP" not in str(exc):
                     raise
-            self._group_ready = True
+            self._joined.add(partition)
         # Ours from an earlier attempt first, then a dead archiver's, then new ones.
         entries = _entries(
-            await self._redis.xreadgroup(ARCHIVERS, self._consumer, {self._stream: "0"}, count)
+            await self._redis.xreadgroup(ARCHIVERS, self._consumer, {stream: "0"}, count)
         )
         if not entries:
             _, entries, *_ = await self._redis.xautoclaim(
-                self._stream, ARCHIVERS, self._consumer, self._claim_after_ms, "0-0", count
+                stream, ARCHIVERS, self._consumer, self._claim_after_ms, "0-0", count
             )
         if not entries:
             entries = _entries(
-                await self._redis.xreadgroup(ARCHIVERS, self._consumer, {self._stream: ">"}, count)
+                await self._redis.xreadgroup(ARCHIVERS, self._consumer, {stream: ">"}, count)
             )
-        return [Pending(_text(token), fields[b"d"]) for token, fields in entries if fields]
+        return [(_text(token), fields[b"d"]) for token, fields in entries if fields]
 
     async def acknowledge(self, tokens: Sequence[str]) -> None:
-        if not tokens:
-            return
-        async with self._available(), self._redis.pipeline(transaction=True) as pipe:
-            pipe.xack(self._stream, ARCHIVERS, *tokens)
-            pipe.xdel(self._stream, *tokens)
-            await pipe.execute()
+        await asyncio.gather(
+            *(
+                self._call(self._acknowledge_script, [partition.stream], [ARCHIVERS, *ids])
+                for partition, ids in self._layout.by_partition(tokens).items()
+            )
+        )
 
     async def backlog(self) -> int:
-        async with self._available():
-            return int(await self._redis.xlen(self._stream))
-
-    async def dead_letter(self, token: str, error: str) -> str | None:
-        async with self._available():
-            letter_id = await self._dead_letter_script(
-                keys=[self._stream, self._dead], args=[ARCHIVERS, token, error, repr(time.time())]
-            )
-        return None if letter_id is None else _text(letter_id)
-
-    async def dead_letters(self, count: int, after: str | None = None) -> list[DeadLetter]:
-        if after is not None and not _is_stream_id(after):
-            return []
-        async with self._available():
-            entries = await self._redis.xrange(
-                self._dead, "-" if after is None else f"({after}", "+", count
-            )
-        return [
-            DeadLetter(_text(letter_id), fields[b"d"], _text(fields[b"e"]), float(fields[b"t"]))
-            for letter_id, fields in entries
-        ]
+        return await self._total_length(lambda partition: partition.stream)
 
     async def dead_letter_count(self) -> int:
-        async with self._available():
-            return int(await self._redis.xlen(self._dead))
+        return await self._total_length(lambda partition: partition.dead)
+
+    async def _total_length(self, stream_of: Callable[[Partition], str]) -> int:
+        async def length(partition: Partition) -> int:
+            async with self._available():
+                return int(await self._redis.xlen(stream_of(partition)))
+
+        return sum(await asyncio.gather(*map(length, self._layout.partitions)))
+
+    async def dead_letter(self, token: str, error: str) -> str | None:
+        parsed = self._layout.parse_token(token)
+        if parsed is None or not _is_stream_id(parsed[1]):
+            return None
+        partition, stream_id = parsed
+        letter_id = await self._call(
+            self._dead_letter_script,
+            [partition.stream, partition.dead],
+            [ARCHIVERS, stream_id, error, repr(time.time())],
+        )
+        return None if letter_id is None else self._layout.token(partition, _text(letter_id))
+
+    async def dead_letters(self, count: int, after: str | None = None) -> list[DeadLetter]:
+        """Oldest first across partitions: by stream id, then partition."""
+        start = None if after is None else self._layout.parse_token(after)
+        if after is not None and (start is None or not _is_stream_id(start[1])):
+            return []
+
+        async def page(partition: Partition) -> list[Any]:
+            first = "-"
+            if start is not None:  # after (id, partition): later ids, or this id further on
+                first = start[1] if partition.index > start[0].index else f"({start[1]}"
+            async with self._available():
+                return list(await self._redis.xrange(partition.dead, first, "+", count))
+
+        pages = await asyncio.gather(*map(page, self._layout.partitions))
+        letters = sorted(
+            (_stream_order(_text(letter_id)), partition.index, letter_id, fields)
+            for partition, entries in zip(self._layout.partitions, pages, strict=True)
+            for letter_id, fields in entries
+        )
+        return [
+            DeadLetter(
+                self._layout.token(self._layout.partitions[index], _text(letter_id)),
+                fields[b"d"],
+                _text(fields[b"e"]),
+                float(fields[b"t"]),
+            )
+            for _, index, letter_id, fields in letters[:count]
+        ]
 
     async def retry_dead_letters(self, ids: Sequence[str]) -> list[str]:
-        return await self._each_chunk(self._retry_script, [self._dead, self._stream], ids)
+        return await self._each_chunk(
+            self._retry_script, lambda partition: [partition.dead, partition.stream], ids
+        )
 
     async def drop_dead_letters(self, ids: Sequence[str]) -> list[str]:
-        return await self._each_chunk(self._drop_script, [self._dead], ids)
+        return await self._each_chunk(self._drop_script, lambda partition: [partition.dead], ids)
 
-    async def _each_chunk(self, script: Any, keys: list[str], ids: Sequence[str]) -> list[str]:
-        """Run ``script`` over the well-formed ``ids``, a few hundred per call."""
-        valid = [letter_id for letter_id in dict.fromkeys(ids) if _is_stream_id(letter_id)]
-        done: list[str] = []
-        for start in range(0, len(valid), IDS_PER_SCRIPT):
-            async with self._available():
-                reply = await script(keys=keys, args=valid[start : start + IDS_PER_SCRIPT])
-            done += (_text(letter_id) for letter_id in reply)
-        return done
+    async def _each_chunk(
+        self, script: Any, keys_of: Callable[[Partition], list[str]], ids: Sequence[str]
+    ) -> list[str]:
+        """Run ``script`` over the well-formed ``ids`` of each partition, a few hundred per
+        call; the ids it acted on, in the order given."""
+        requested = list(dict.fromkeys(ids))
+        done: set[str] = set()
+        for partition, stream_ids in self._layout.by_partition(requested).items():
+            valid = [stream_id for stream_id in stream_ids if _is_stream_id(stream_id)]
+            for start in range(0, len(valid), IDS_PER_SCRIPT):
+                chunk = valid[start : start + IDS_PER_SCRIPT]
+                reply = await self._call(script, keys_of(partition), chunk)
+                done.update(self._layout.token(partition, _text(i)) for i in reply)
+        return [letter_id for letter_id in requested if letter_id in done]
 
     async def ping(self) -> None:
         async with self._available():
             await self._redis.ping()
 
     async def aclose(self) -> None:
-        if self._group_ready:
-            await self._leave_group()
+        for partition in list(self._joined):
+            await self._leave_group(partition)
         await self._redis.aclose()
 
-    async def _leave_group(self) -> None:
+    async def _leave_group(self, partition: Partition) -> None:
         try:
-            await self._leave_script(keys=[self._stream], args=[ARCHIVERS, self._consumer])
+            await self._leave_script(keys=[partition.stream], args=[ARCHIVERS, self._consumer])
         except _UNREACHABLE:
             pass  # the consumer stays, as after a crash; another archiver claims its records
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):  # the stream was deleted: nothing to leave
                 raise
 
+    async def _discover(self) -> None:
+        """Learn the cluster's nodes before the first commands: redis-py's cluster client
+        does it at its first command, and several first commands at once (the partitions
+        of one bulk call) broke each other's new connections."""
+        if self._discovered:
+            return
+        async with self._discovering:
+            if not self._discovered:
+                await self._redis.initialize()
+                self._discovered = True
+
+    async def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """One script call, its keys all in one partition."""
+        async with self._available():
+            return await script(keys=keys, args=args)
+
     @asynccontextmanager
     async def _available(self) -> AsyncIterator[None]:
+        """Redis errors of reach as ``StoreUnavailable``; on a cluster, one of a bounded
+        number of calls in flight."""
         try:
-            yield
+            if self._calls is None:
+                yield
+            else:
+                await self._discover()
+                async with self._calls:
+                    yield
         except _UNREACHABLE as exc:
             raise StoreUnavailable(f"the Redis store is unreachable: {exc}") from exc
 
@@ -672,6 +833,12 @@ class RedisStore(EpisodeStore):
 def _entries(reply: Any) -> list[Any]:
     """The entries of a one-stream XREADGROUP reply."""
     return list(reply[0][1]) if reply else []
+
+
+def _stream_order(stream_id: str) -> tuple[int, int]:
+    """A stream id as a sortable pair: ids of different streams compare by their time."""
+    milliseconds, _, sequence = stream_id.partition("-")
+    return int(milliseconds), int(sequence or 0)
 
 
 def _is_stream_id(value: str) -> bool:
