@@ -79,8 +79,10 @@ def random_move_prob(config: TicTacToeConfig, split: str, index: int) -> float:
     lo, hi = config.min_random_move_prob, config.max_random_move_prob
     width = (hi - lo) / config.num_groups
     stratum = index % config.num_groups
-    if width == 0.0:  # one difficulty (the benchmark's, a fixed opponent): no draw can move
-        return lo + width * stratum  # it, and seeding the draw's generator was 30% of a reset
+    if width == 0.0:
+        # One difficulty: no draw moves p (this is lo + 0 * (stratum + draw) to the bit),
+        # and seeding the draw's generator was 30% of making an example.
+        return lo + width * stratum
     # Salted apart from the example seed so that overriding an episode's seed
     # changes who starts and the opponent's draws, never the example's difficulty.
     draw = random.Random(
@@ -239,19 +241,16 @@ def _opponent_move(board: str, random_move_prob: float, rng: TurnRandom) -> int:
     """A uniformly random legal move with probability p, else a uniformly chosen optimal one.
 
     The turn's generator is seeded only where its draws can change the move: seeding a
-    ``random.Random`` is most of a step (~7 µs of ~30 here), and a forced reply (the
-    last empty cell, an optimal opponent's only optimal move) needs none. The
-    generator is fresh each turn, so skipping it changes no later draw.
+    ``random.Random`` is a fifth of a step (~6 µs of CPU of ~30, bench/README.md), and a
+    forced reply (the last empty cell, or the only optimal move of an opponent that never
+    plays randomly) needs none. The generator is fresh each turn, so skipping it
+    changes no later draw.
     """
-    legal = legal_moves(board)
-    if len(legal) == 1:
-        return legal[0]
-    if random_move_prob <= 0.0 and len(optimal := optimal_moves(board, "O")) == 1:
-        return optimal[0]  # random() < p is never true: the draw would be discarded
+    legal, optimal = legal_moves(board), optimal_moves(board, "O")
+    if len(legal) == 1 or (random_move_prob <= 0.0 and len(optimal) == 1):
+        return optimal[0]  # random() < p never holds for p <= 0: the draws would not matter
     draws = rng.at(board)
-    if draws.random() < random_move_prob:
-        return draws.choice(legal)
-    return draws.choice(optimal_moves(board, "O"))
+    return draws.choice(legal if draws.random() < random_move_prob else optimal)
 
 
 def _your_turn(news: str, board: str) -> str:

@@ -9,7 +9,7 @@ dictionary lookup.
 from __future__ import annotations
 
 import functools
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Player = Literal["X", "O"]
 Outcome = Literal["X", "O", "draw"]
@@ -45,12 +45,20 @@ def place(board: str, cell: int, player: Player) -> str:
     return board[:cell] + player + board[cell + 1 :]
 
 
+class Solution(NamedTuple):
+    """The solved game, keyed by (board, player to move)."""
+
+    scores: dict[tuple[str, Player], int]
+    optimal: dict[tuple[str, Player], tuple[int, ...]]
+    """Every optimal move of a game still in progress."""
+
+
 @functools.cache
-def _solved() -> tuple[dict[tuple[str, Player], int], dict[tuple[str, Player], tuple[int, ...]]]:
+def _solved() -> Solution:
     """Minimax over every position reachable from the empty board, either player first.
 
-    Solved on first use, once per process: ~50 ms on this machine, so that importing
-    the environment (the CLI, the client's tests) costs nothing.
+    Solved on first use, once per process: ~50 ms on this machine, which importing
+    the environment (the CLI, the client) no longer pays.
 
     Scores are from the point of view of the player to move: 0 for a draw, and
     for a win or a loss ``1 +`` the cells still empty when it happens, so that
@@ -77,20 +85,20 @@ def _solved() -> tuple[dict[tuple[str, Player], int], dict[tuple[str, Player], t
 
     score(EMPTY_BOARD, "X")
     score(EMPTY_BOARD, "O")
-    return scores, best
+    return Solution(scores, best)
 
 
 def optimal_moves(board: str, player: Player) -> tuple[int, ...]:
     """All minimax-optimal moves of ``player`` on ``board`` (a game still in progress)."""
-    return _solved()[1][(board, player)]
+    return _solved().optimal[(board, player)]
 
 
 def position_value(board: str, player: Player) -> int:
     """Minimax value for ``player`` to move: 1 forced win, 0 draw, -1 forced loss."""
-    score = _solved()[0][(board, player)]
+    score = _solved().scores[(board, player)]
     return (score > 0) - (score < 0)
 
 
 def positions(player: Player) -> list[str]:
     """Every reachable position of a game in progress with ``player`` to move."""
-    return [board for board, mover in _solved()[1] if mover == player]
+    return [board for board, mover in _solved().optimal if mover == player]
