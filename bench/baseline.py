@@ -1,4 +1,9 @@
-"""The ceiling: the same games played directly on the environment SDK (no HTTP, no store)."""
+"""The ceiling: the same games played directly on the environment SDK (no HTTP, no store).
+
+``python -m bench.baseline [SECONDS]`` prints one line per opponent. Steps per
+CPU-second (``time.process_time``) is the one-core rate; steps/s, wall-clock, falls
+with whatever else the machine runs.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ class BaselineResult:
     steps: int
     episodes: int
     steps_per_s: float
+    cpu_steps_per_s: float
     episodes_per_s: float
     p50_us: float
     p99_us: float
@@ -35,7 +41,7 @@ def play_in_process(opponent: str, seconds: float = 3.0, seed: int = 0) -> Basel
     examples = env.examples(config, "train")
     latencies: list[float] = []
     steps = episodes = 0
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     while time.perf_counter() - started < seconds:
         index = rng.randrange(len(examples))
         seed_ = example_seed(env.name, "train", config.seed, index)
@@ -50,7 +56,7 @@ def play_in_process(opponent: str, seconds: float = 3.0, seed: int = 0) -> Basel
             latencies.append(time.perf_counter() - begun)
             steps += 1
         episodes += 1
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     cuts = statistics.quantiles(latencies, n=100)
     return BaselineResult(
         opponent=opponent,
@@ -58,7 +64,19 @@ def play_in_process(opponent: str, seconds: float = 3.0, seed: int = 0) -> Basel
         steps=steps,
         episodes=episodes,
         steps_per_s=steps / elapsed,
+        cpu_steps_per_s=steps / cpu,
         episodes_per_s=episodes / elapsed,
         p50_us=cuts[49] * 1e6,
         p99_us=cuts[98] * 1e6,
     )
+
+
+if __name__ == "__main__":
+    import sys
+
+    for name in OPPONENTS:
+        result = play_in_process(name, float(sys.argv[1]) if len(sys.argv) > 1 else 3.0)
+        print(
+            f"{name}: {result.steps_per_s:,.0f} steps/s, {result.cpu_steps_per_s:,.0f} steps per "
+            f"CPU-second, p50 {result.p50_us:.1f} µs, p99 {result.p99_us:.1f} µs"
+        )

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import random
 from collections import Counter
 from typing import Any
 
 import pytest
 
 from tests.agents import Agent, answer, perfect_agent, random_agent
-from wander.service.envs.seeding import TurnRandom, example_seed
+from wander.service.envs.seeding import TurnRandom, canonical_json, example_seed
 from wander.service.envs.tictactoe import TicTacToe, TicTacToeConfig
 from wander.service.envs.tictactoe.env import parse_move, render_board
 from wander.service.envs.tictactoe.game import (
@@ -276,3 +278,57 @@ def test_solver_knows_the_game() -> None:
     assert (
         winner("XXXOO....") == "X" and winner("XOXXOOOXX") == "draw" and winner(".........") is None
     )
+
+
+GOLDEN_CONFIGS = {
+    "random": RANDOM,
+    "optimal": OPTIMAL,
+    "mixed": TicTacToeConfig(min_random_move_prob=0.2, max_random_move_prob=0.8, num_groups=3),
+    "short": TicTacToeConfig(min_random_move_prob=0.5, max_random_move_prob=0.5, max_turns=3),
+}
+GOLDEN_DIGEST = "a1f3c6c8e404456ca45a6ad3bf0d3155"
+
+
+def golden_transcript(config: TicTacToeConfig, example: int) -> list[Any]:
+    """Every output of one seeded game, with an agent that mixes legal, perfect,
+    occupied, out-of-range and untagged moves."""
+    seed = example_seed(ENV.name, "train", config.seed, example)
+    reset = ENV.reset(config, ENV.examples(config, "train")[example], seed)
+    out: list[Any] = [reset]
+    state, done, rng = reset.state, False, random.Random(example)
+    while not done:
+        legal = [i for i, mark in enumerate(state["board"]) if mark == "."]
+        content = rng.choice(
+            [
+                answer(rng.choice(legal)),
+                answer(rng.choice(legal)),
+                perfect_agent(state["board"]),
+                answer(rng.choice([i for i in range(9) if i not in legal] or [9])),
+                answer(rng.randrange(-2, 12)),
+                f"I play {rng.choice(legal)}",
+                None,
+            ]
+        )
+        step = ENV.step(config, state, {"role": "assistant", "content": content}, TurnRandom(seed))
+        score = ENV.score(config, step.state)
+        out.append([step, score, ENV.total(score.components), ENV.public_state(step.state)])
+        state, done = step.state, step.done
+    return out
+
+
+def test_seeded_games_are_byte_identical_to_the_recorded_ones() -> None:
+    """A digest of every reset, step, score and public state of 400 seeded games, recorded
+    before the game tree was precomputed: any change in a message, a state, a reward or
+    an opponent's draw changes it (DESIGN §3, §5)."""
+    digest = hashlib.blake2b(digest_size=16)
+    seen: Counter[Any] = Counter()
+    for name, config in GOLDEN_CONFIGS.items():
+        for example in range(100):
+            transcript = golden_transcript(config, example)
+            seen[transcript[0].state["model_starts"]] += 1
+            seen[transcript[-1][1].outcome, transcript[-1][0].state["winner"]] += 1
+            digest.update(canonical_json([name, example, transcript]))
+    assert seen[True] > 100 and seen[False] > 100  # both starters
+    for ending in [("win", "X"), ("loss", "O"), ("draw", "draw"), ("loss", None)]:
+        assert seen[ending] > 10, seen  # a loss with no winner: the turn limit
+    assert digest.hexdigest() == GOLDEN_DIGEST

@@ -2,13 +2,14 @@
 
 A board is a 9-character string, row-major cells 0..8, ``X``, ``O`` or ``.``.
 The whole game tree (a few thousand positions for either first player) is
-solved once at import, so choosing an optimal move is a dictionary lookup.
+solved once per process, on first use, so choosing an optimal move is a
+dictionary lookup.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Player = Literal["X", "O"]
 Outcome = Literal["X", "O", "draw"]
@@ -35,16 +36,29 @@ def winner(board: str) -> Outcome | None:
     return "draw" if EMPTY not in board else None
 
 
-def legal_moves(board: str) -> list[int]:
-    return [cell for cell, mark in enumerate(board) if mark == EMPTY]
+@functools.cache  # at most 3^9 boards
+def legal_moves(board: str) -> tuple[int, ...]:
+    return tuple(cell for cell, mark in enumerate(board) if mark == EMPTY)
 
 
 def place(board: str, cell: int, player: Player) -> str:
     return board[:cell] + player + board[cell + 1 :]
 
 
-def _solve() -> tuple[dict[tuple[str, Player], int], dict[tuple[str, Player], tuple[int, ...]]]:
+class Solution(NamedTuple):
+    """The solved game, keyed by (board, player to move)."""
+
+    scores: dict[tuple[str, Player], int]
+    optimal: dict[tuple[str, Player], tuple[int, ...]]
+    """Every optimal move of a game still in progress."""
+
+
+@functools.cache
+def _solved() -> Solution:
     """Minimax over every position reachable from the empty board, either player first.
+
+    Solved on first use, once per process: ~50 ms on this machine, which importing
+    the environment (the CLI, the client) no longer pays.
 
     Scores are from the point of view of the player to move: 0 for a draw, and
     for a win or a loss ``1 +`` the cells still empty when it happens, so that
@@ -71,23 +85,20 @@ def _solve() -> tuple[dict[tuple[str, Player], int], dict[tuple[str, Player], tu
 
     score(EMPTY_BOARD, "X")
     score(EMPTY_BOARD, "O")
-    return scores, best
-
-
-_SCORES, _OPTIMAL = _solve()
+    return Solution(scores, best)
 
 
 def optimal_moves(board: str, player: Player) -> tuple[int, ...]:
     """All minimax-optimal moves of ``player`` on ``board`` (a game still in progress)."""
-    return _OPTIMAL[(board, player)]
+    return _solved().optimal[(board, player)]
 
 
 def position_value(board: str, player: Player) -> int:
     """Minimax value for ``player`` to move: 1 forced win, 0 draw, -1 forced loss."""
-    score = _SCORES[(board, player)]
+    score = _solved().scores[(board, player)]
     return (score > 0) - (score < 0)
 
 
 def positions(player: Player) -> list[str]:
     """Every reachable position of a game in progress with ``player`` to move."""
-    return [board for board, mover in _OPTIMAL if mover == player]
+    return [board for board, mover in _solved().optimal if mover == player]
