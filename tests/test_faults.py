@@ -21,6 +21,7 @@ report; README's "Reliability" section quotes it.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import tempfile
 import time
 from collections import Counter
@@ -39,6 +40,7 @@ from tests.redis_cluster import start_cluster
 from tests.redis_server import RedisServer
 from wander.service.archive.migrations import upgrade
 from wander.service.store.partitions import Layout
+from wander.service.store.redis import RedisStore
 from wander.testing import RedisCluster, ServiceProcess
 
 RUN = "faults"
@@ -235,19 +237,17 @@ PROBES = 3
 
 
 def partitions_of(cluster: RedisCluster, port: int) -> tuple[list[int], list[int]]:
-    """The store's partitions whose hash slot the primary on ``port`` serves, and the
-    others."""
+    """The store's partitions (those of a cluster store with its default count) whose
+    hash slot the primary on ``port`` serves, and the others."""
     with redis.Redis(port=port) as client:
         ranges = [
             (start, end)
             for start, end, (_, owner, *_), *_ in client.cluster("slots")
             if owner == port
         ]
-    count = len(Layout("x", 16).partitions)
-    mine = [
-        i for i in range(count)
-        if any(start <= key_slot(f"p{i}".encode()) <= end for start, end in ranges)
-    ]  # fmt: skip
+    count = inspect.signature(RedisStore.from_url).parameters["partitions"].default
+    slots = [key_slot(partition.stream.encode()) for partition in Layout("x", count).partitions]
+    mine = [i for i, slot in enumerate(slots) if any(a <= slot <= b for a, b in ranges)]
     return mine, [i for i in range(count) if i not in mine]
 
 
