@@ -33,7 +33,8 @@ bench: $(VENV)/.dev
 	$(PIP) -c constraints.txt -e '.[bench]'
 	$(BIN)/python -m bench.run
 
-# Steps/s against service workers (1, 2, 4) on one Redis: bench/results/scaling.{png,md}.
+# Steps/s against service workers (1, 2, 4) on one Redis, then on a local 3-primary Redis
+# Cluster the run starts and stops: bench/results/scaling.{png,md}.
 # SCALING="--workers 1,2,4,8,16 --generators 4" on a larger host (bench/README.md).
 bench-scaling: $(VENV)/.dev
 	$(PIP) -c constraints.txt -e '.[bench,plot]'

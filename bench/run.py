@@ -31,6 +31,8 @@ import httpx
 import redis
 
 from bench.baseline import play_in_process
+from wander.service.redis_url import parse_redis_url
+from wander.service.store.targets import primaries
 from wander.testing import ServiceProcess, cached_venv, running_processes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,12 +49,14 @@ def machine(redis_url: str) -> dict[str, Any]:
          if line.startswith("model name")),
         platform.processor(),
     )  # fmt: skip
-    info = redis.Redis.from_url(redis_url)
+    _, info = primaries(parse_redis_url(redis_url))[0]  # one Redis, or a cluster's first primary
+    with info:
+        version = info.info("server")["redis_version"]
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
         "python": platform.python_version(),
-        "redis": info.info("server")["redis_version"],
+        "redis": version,
         "platform": platform.platform(),
     }
 

@@ -1,19 +1,21 @@
-"""``make bench-scaling``: steps/s against the number of service workers, on one Redis.
+"""``make bench-scaling``: steps/s against the number of service workers, on one Redis
+and on a Redis Cluster.
 
-For each N of ``--workers`` (1, 2, 4 by default) a fresh ``wander serve --workers N``
-on Redis is warmed up, then loaded for ``--seconds`` by the load generator
-(bench/loadgen.py: K agents in a closed loop, single steps or batches), from
-``--generators`` processes at once (one load generator is one core: on a host with
-more cores than workers, give it several). Each run writes, under bench/results/:
+For each store of ``--stores`` (``redis,cluster`` by default), in turn, and each N of
+``--workers`` (1, 2, 4 by default) a fresh ``wander serve --workers N`` is warmed up,
+then loaded for ``--seconds`` by the load generator (bench/loadgen.py: K agents in a
+closed loop, single steps or batches), from ``--generators`` processes at once (one load
+generator is one core: on a host with more cores than workers, give it several).
 
-- ``scaling-<label>.json``: the machine, the load, one row per N;
+``redis`` is the Redis at ``--redis-url``; ``cluster`` is the cluster at
+``--cluster-url``, or, without one, a Redis Cluster of three primaries started here on
+free local ports (``wander.testing.RedisCluster``, the one the tests start) and stopped,
+with its files, after its curve. Each store's curve writes, under bench/results/:
+
+- ``scaling-<store>.json``: the machine, the store, the load, one row per N;
 - ``scaling.md`` and ``scaling.png``: the table and the curve of every
-  ``scaling-*.json`` there, one line per label, with the ideal (N times the rate of
+  ``scaling-*.json`` there, one line per store, with the ideal (N times the rate of
   the fewest workers) dashed.
-
-``--label`` names the store the run used. Against a Redis Cluster, run again with its
-URL and ``--label cluster`` once ``WANDER_REDIS_URL`` accepts one (issue 24, item 1):
-both curves then share the plot. Nothing here starts a cluster.
 """
 
 from __future__ import annotations
@@ -24,16 +26,18 @@ import os
 import signal
 import tempfile
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import redis
-
 from bench.run import RESULTS, load, machine
-from wander.testing import ServiceProcess
+from wander.service.redis_url import parse_redis_url
+from wander.service.store.targets import primaries
+from wander.testing import RedisCluster, ServiceProcess
 
 WARM_UP_SECONDS = 1.0
 """Every worker imports, connects and loads its scripts on its first requests."""
@@ -102,6 +106,9 @@ def markdown(reports: dict[str, dict[str, Any]]) -> str:
     lines = []
     for label, report in reports.items():
         work, host = report["load"], report["machine"]
+        count = report.get("primaries", 1)
+        cluster = f", a cluster of {count} primaries" if count > 1 else ""
+        store = f"Redis {host['redis']}{cluster}"
         endpoint = (
             "`POST /v1/episodes/{id}/step`"
             if work["mode"] == "single"
@@ -110,7 +117,7 @@ def markdown(reports: dict[str, dict[str, Any]]) -> str:
         lines += [
             f"**{label}**: measured {report['date']} on {host['cpu']}, {host['cores']} cores "
             f"(service, Redis and load generator sharing them; load average "
-            f"{host['load_average']:.1f} at the start), Redis {host['redis']}; "
+            f"{host['load_average']:.1f} at the start), {store}; "
             f"{work['agents']} agents on {endpoint} from {work['generators']} load "
             f"generator(s), {work['seconds']:g} s per point.",
             "",
@@ -169,8 +176,46 @@ def write(results: Path, label: str, report: dict[str, Any]) -> None:
     plot(reports, results / "scaling.png")
 
 
+@contextmanager
+def store_url(store: str, args: argparse.Namespace) -> Iterator[str]:
+    """The ``WANDER_REDIS_URL`` of ``store``: the one given, or a cluster started here
+    for as long as its curve runs."""
+    if store == "redis":
+        yield args.redis_url
+    elif args.cluster_url:
+        yield args.cluster_url
+    else:
+        with (
+            tempfile.TemporaryDirectory(prefix="wander-bench-cluster-") as directory,
+            RedisCluster(Path(directory)) as cluster,
+        ):
+            yield cluster.url
+
+
+def measure(redis_url: str, workers: list[int], work: Load) -> dict[str, Any]:
+    """One store's curve, its keys deleted afterwards (on every primary of a cluster)."""
+    prefix = f"bench:{uuid.uuid4().hex[:8]}:"
+    busy = os.getloadavg()[0]  # what else this host was running: other work skews the curve
+    nodes = primaries(parse_redis_url(redis_url))
+    try:
+        rows = curve(redis_url, prefix, workers, work)
+    finally:
+        for _, client in nodes:
+            with client:
+                for key in client.scan_iter(match=f"{prefix}*"):
+                    client.delete(key)
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": {**machine(redis_url), "load_average": busy},
+        "primaries": len(nodes),
+        "load": asdict(work),
+        "rows": rows,
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stores", default="redis,cluster", help="redis and/or cluster")
     parser.add_argument("--workers", default="1,2,4", help="comma-separated worker counts")
     parser.add_argument("--seconds", type=float, default=10.0, help="measured, per point")
     parser.add_argument("--agents", type=int, default=64, help="concurrent agents in all")
@@ -180,27 +225,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
     )
-    parser.add_argument("--label", default="redis", help="the store's name in the results")
+    parser.add_argument(
+        "--cluster-url",
+        default=os.environ.get("BENCH_CLUSTER_URL"),
+        help="a redis+cluster:// URL; none: a local cluster of three primaries is started",
+    )
     parser.add_argument("--results", type=Path, default=RESULTS, help="where to write")
     args = parser.parse_args(argv)
+    stores = args.stores.split(",")
+    if unknown := set(stores) - {"redis", "cluster"}:
+        parser.error(f"no store named {', '.join(sorted(unknown))}: redis or cluster")
     work = Load(args.seconds, args.agents, args.mode, args.batch, args.generators)
     workers = [int(n) for n in args.workers.split(",")]
-    prefix = f"bench:{uuid.uuid4().hex[:8]}:"
-    busy = os.getloadavg()[0]  # what else this host was running: other work skews the curve
-    try:
-        rows = curve(args.redis_url, prefix, workers, work)
-    finally:
-        client = redis.Redis.from_url(args.redis_url)
-        for key in client.scan_iter(match=f"{prefix}*"):
-            client.delete(key)
-    report = {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": {**machine(args.redis_url), "load_average": busy},
-        "load": asdict(work),
-        "rows": rows,
-    }
-    write(args.results, args.label, report)
-    print(markdown({args.label: report}))
+    reports = {}
+    for store in stores:
+        print(f"{store}:", flush=True)
+        with store_url(store, args) as redis_url:
+            reports[store] = measure(redis_url, workers, work)
+        write(args.results, store, reports[store])
+    print(markdown(reports))
 
 
 if __name__ == "__main__":

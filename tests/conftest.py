@@ -34,7 +34,7 @@ from starlette.types import ASGIApp
 from tests.helpers import write_archive
 from tests.leaks import LEDGER, MARKER, Ledger
 from tests.records import many_runs
-from tests.redis_cluster import Servers, start_cluster
+from tests.redis_cluster import start_cluster
 from wander.service.app import create_app
 from wander.service.archive.migrations import upgrade
 from wander.service.redis_url import parse_redis_url
@@ -112,11 +112,11 @@ def redis_cluster_url() -> Iterator[str]:
     """A Redis Cluster of three primaries the session starts (``redis+cluster://``), and
     stops with its files at the end. Skips, saying so, where no redis-server is installed."""
     with tempfile.TemporaryDirectory(prefix="wander-cluster-") as directory:
-        servers = Servers(Path(directory))
+        cluster = start_cluster(Path(directory))
         try:
-            yield start_cluster(servers)
+            yield cluster.url
         finally:
-            servers.stop()
+            cluster.stop()
 
 
 @contextmanager

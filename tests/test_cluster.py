@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from tests.agents import perfect_agent
 from tests.helpers import archived_ids, create, service
-from tests.redis_cluster import Servers, start_sentinel
+from tests.redis_cluster import start_sentinel
 from wander.service.archive.migrations import upgrade
 from wander.service.errors import QuotaExceeded
 from wander.service.settings import Settings
@@ -25,6 +25,7 @@ from wander.service.store import EpisodeStore, Usage, Versioned, open_store
 from wander.service.store.base import Write
 from wander.service.store.durability import persistence_warning
 from wander.service.store.redis import RedisStore
+from wander.testing import RedisServers
 
 PARTITION = re.compile(r"ep_p([0-9]+)-")
 
@@ -149,7 +150,7 @@ def test_the_start_up_check_asks_every_primary(redis_cluster_url: str) -> None:
 async def test_the_store_finds_its_primary_through_sentinel() -> None:
     prefix = "wander-test:sentinel:"  # on a Redis of the test's own, gone with it
     with tempfile.TemporaryDirectory(prefix="wander-sentinel-") as directory:
-        servers = Servers(Path(directory))
+        servers = RedisServers(Path(directory))
         try:
             url, primary = start_sentinel(servers)
             store: EpisodeStore = open_store(

@@ -6,6 +6,11 @@ write) and PostgreSQL (behind a proxy the test cuts), while the test
 2. cuts the database off for a few seconds and restores it;
 3. kills the service with ``kill -9`` and starts it again.
 
+On a Redis Cluster of the test's own (three primaries, the same append-only file), it
+kills one primary with SIGKILL and starts it again on its port, files and ``nodes.conf``:
+while it is away, requests for episodes of its slots are refused with 503
+``store_unavailable`` and those of the other primaries are served.
+
 Then it waits for the archive to drain and compares what the clients saw finish with
 what the archive holds: nothing lost, nothing twice. The only 5xx the clients may see
 are 503 ``store_unavailable`` (while Redis is away), which the client retries; while
@@ -16,6 +21,7 @@ report; README's "Reliability" section quotes it.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import tempfile
 import time
 from collections import Counter
@@ -23,13 +29,19 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
+import redis
+from redis.crc import key_slot
 
 from tests.load import Account, Players, Traffic, account
 from tests.proxy import OutageProxy, behind_proxy
+from tests.redis_cluster import start_cluster
 from tests.redis_server import RedisServer
 from wander.service.archive.migrations import upgrade
-from wander.testing import ServiceProcess
+from wander.service.store.partitions import Layout
+from wander.service.store.redis import RedisStore
+from wander.testing import RedisCluster, ServiceProcess
 
 RUN = "faults"
 AOF = ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
@@ -68,17 +80,42 @@ def database(postgresql_url: str) -> Iterator[tuple[OutageProxy, str]]:
 
 
 @pytest.fixture
-def wander(
-    redis_server: RedisServer, database: tuple[OutageProxy, str]
-) -> Iterator[ServiceProcess]:
+def cluster() -> Iterator[RedisCluster]:
+    """A Redis Cluster of the test's own, its files in a directory removed afterwards.
+    With no replica, a primary away leaves its slots unserved; ``cluster-require-full-
+    coverage no`` keeps the other primaries serving theirs meanwhile (the default would
+    refuse every slot once the others see it fail, after ``cluster-node-timeout``)."""
+    with tempfile.TemporaryDirectory(prefix="wander-faults-cluster-") as directory:
+        started = start_cluster(Path(directory), [*AOF, "--cluster-require-full-coverage", "no"])
+        yield started
+        started.stop()
+
+
+def serve(redis_url: str, database_url: str) -> ServiceProcess:
     environment = {
-        "WANDER_REDIS_URL": redis_server.url,
-        "WANDER_DATABASE_URL": database[1],
+        "WANDER_REDIS_URL": redis_url,
+        "WANDER_DATABASE_URL": database_url,
         # What a killed service's archiver had taken is taken over after this long.
         "WANDER_ARCHIVE_CLAIM_SECONDS": "2",
         "WANDER_LOG_LEVEL": "warning",
     }
-    process = ServiceProcess(environment).start()
+    return ServiceProcess(environment).start()
+
+
+@pytest.fixture
+def wander(
+    redis_server: RedisServer, database: tuple[OutageProxy, str]
+) -> Iterator[ServiceProcess]:
+    process = serve(redis_server.url, database[1])
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def wander_on_cluster(
+    cluster: RedisCluster, database: tuple[OutageProxy, str]
+) -> Iterator[ServiceProcess]:
+    process = serve(cluster.url, database[1])
     yield process
     process.stop()
 
@@ -152,6 +189,81 @@ async def test_faults_under_load_lose_and_duplicate_nothing(
     assert all(phase.finished > 0 for phase in timeline.phases), "a fault stopped the games"
 
 
+@pytest.mark.timeout(300)  # about half a minute; restarts take longer on a busy machine
+async def test_a_cluster_primary_killed_under_load_loses_and_duplicates_nothing(
+    wander_on_cluster: ServiceProcess, cluster: RedisCluster, postgresql_url: str
+) -> None:
+    victim = cluster.ports[0]
+    away, serving = partitions_of(cluster, victim)
+    assert away and serving, "the layout puts partitions on every primary"
+    players = Players(wander_on_cluster.url, RUN, agents=8)
+    timeline = Timeline(players)
+    playing = asyncio.create_task(players.play())
+    during: dict[int, Counter[str]] = {}
+
+    async def kill_primary() -> None:
+        await asyncio.to_thread(cluster.kill, victim)
+        await asyncio.sleep(0.5)  # the service finds out on its own
+        during.update(await probe(wander_on_cluster.url, [*away, *serving]))
+        await asyncio.to_thread(cluster.restart, victim)
+
+    async def nothing() -> None:
+        return None
+
+    try:
+        await timeline.phase("steady load", nothing)
+        await timeline.phase("a primary killed (SIGKILL), restarted", kill_primary)
+    finally:
+        players.stop.set()
+        await asyncio.wait_for(playing, 60)
+    result = await drained(players.finished, postgresql_url)
+    print(report(timeline.phases, players, result, "a Redis Cluster of 3 primaries, each"))
+
+    refused, served = (
+        Counter({"503 store_unavailable": PROBES}),
+        Counter({"404 episode_not_found": PROBES}),
+    )
+    assert {index: during[index] for index in away} == {index: refused for index in away}
+    assert {index: during[index] for index in serving} == {index: served for index in serving}
+    assert result.lost == []
+    assert result.duplicated == []
+    assert players.broken == {}
+    assert set(players.traffic.server_errors) <= RETRYABLE, players.traffic.server_errors
+    assert all(phase.finished > 0 for phase in timeline.phases), "a fault stopped the games"
+
+
+PROBES = 3
+"""Requests per partition while its primary is away, or while the others' are not."""
+
+
+def partitions_of(cluster: RedisCluster, port: int) -> tuple[list[int], list[int]]:
+    """The store's partitions (those of a cluster store with its default count) whose
+    hash slot the primary on ``port`` serves, and the others."""
+    with redis.Redis(port=port) as client:
+        ranges = [
+            (start, end)
+            for start, end, (_, owner, *_), *_ in client.cluster("slots")
+            if owner == port
+        ]
+    count = inspect.signature(RedisStore.from_url).parameters["partitions"].default
+    slots = [key_slot(partition.stream.encode()) for partition in Layout("x", count).partitions]
+    mine = [i for i, slot in enumerate(slots) if any(a <= slot <= b for a, b in ranges)]
+    return mine, [i for i in range(count) if i not in mine]
+
+
+async def probe(url: str, partitions: list[int]) -> dict[int, Counter[str]]:
+    """What ``GET /v1/episodes/{id}`` answers, ``PROBES`` times, for an id of each of
+    ``partitions`` that no episode has: the store is asked, and says 404, or is away."""
+    answers: dict[int, Counter[str]] = {index: Counter() for index in partitions}
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        for _ in range(PROBES):
+            for index in partitions:
+                response = await client.get(f"/v1/episodes/ep_p{index}-probe")
+                code = response.json().get("error", {}).get("code")
+                answers[index][f"{response.status_code} {code}"] += 1
+    return answers
+
+
 async def drained(finished: dict[str, int], database_url: str) -> Account:
     """The account once every game the clients saw finish is archived, or after 60 s (the
     archiver backs off up to 10 s while the database is away)."""
@@ -163,11 +275,11 @@ async def drained(finished: dict[str, int], database_url: str) -> Account:
         await asyncio.sleep(0.5)
 
 
-def report(phases: list[Phase], players: Players, result: Account) -> str:
+def report(phases: list[Phase], players: Players, result: Account, store: str = "Redis") -> str:
     """The figures README's "Reliability" section quotes."""
     traffic = players.traffic
     header = f"{'phase':<46} {'s':>5} {'requests':>8} {'no answer':>9} {'5xx':>5} {'games':>6}"
-    lines = ["", f"fault test: 8 agents, Redis {' '.join(AOF)}, PostgreSQL through a proxy"]
+    lines = ["", f"fault test: 8 agents, {store} {' '.join(AOF)}, PostgreSQL through a proxy"]
     lines.append(header)
     lines += (
         f"{phase.name:<46} {phase.seconds:>5.1f} {phase.traffic.requests:>8} "

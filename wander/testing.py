@@ -1,6 +1,10 @@
 """Helpers to run a real ``wander serve`` in tests and benchmarks (and the other
 side of an interop check, from a venv of its own: `cached_venv`).
 
+`RedisServers` and `RedisCluster` start ``redis-server`` on free local ports (a Redis
+Cluster of three primaries, for the tests and ``bench/scaling.py`` alike), each server
+keeping its files in a folder of its own, so that one killed starts again on its data.
+
 `ServiceProcess` starts the command line in a session (and so a process group) of its
 own, and stops it by signalling the whole group: ``wander serve --workers N`` is a
 uvicorn supervisor and N worker processes, and signalling the supervisor alone would
@@ -8,7 +12,8 @@ leave its workers serving on the port. Stopping returns only once no process of 
 group is running any more.
 
 Only the standard library and httpx: ``wander`` is the base install's package too, and
-importing this module must not pull in the service.
+importing this module must not pull in the service. (The Redis helpers import redis-py,
+the service extra's client, when they first talk to a server.)
 """
 
 from __future__ import annotations
@@ -23,19 +28,23 @@ import sys
 import tempfile
 import time
 import venv
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, NamedTuple
+from typing import IO, Any, NamedTuple
 
 import httpx
 
 __all__ = [
+    "NO_DISK",
+    "RedisCluster",
+    "RedisServers",
     "RunningProcess",
     "ServiceProcess",
     "VenvInstallError",
     "cached_venv",
     "free_port",
     "running_processes",
+    "wait_until",
 ]
 
 PROC = Path("/proc")
@@ -46,6 +55,148 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+NO_DISK = ("--save", "", "--appendonly", "no")
+"""``redis-server`` options that keep nothing on disk: for a server that lives and dies
+with one test session or one benchmark."""
+
+
+def wait_until(check: Callable[[], object], what: str, timeout: float = 20.0) -> None:
+    """Poll ``check()`` until it is true (a Redis error counts as not yet: a server still
+    starting, or still loading its files); raise, naming ``what``, past ``timeout``."""
+    import redis
+
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(redis.RedisError):
+            if check():
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} within {timeout:.0f} s")
+        time.sleep(0.05)
+
+
+def _client(port: int) -> Any:
+    import redis
+
+    return redis.Redis(port=port, socket_timeout=2, socket_connect_timeout=2)
+
+
+class RedisServers:
+    """``redis-server`` processes on local ports, each keeping its files in a folder of its
+    own in ``directory`` (named after its port), so that one killed starts again on them.
+    ``FileNotFoundError`` when no ``redis-server`` is installed."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._commands: dict[int, list[str]] = {}
+        self._processes: dict[int, subprocess.Popen[bytes]] = {}
+
+    def start(self, port: int, options: Sequence[str] = (), config: str = "") -> None:
+        """Start a server on ``port`` with ``options`` (``config``, a file's text, first:
+        as Sentinel needs), and wait until it answers."""
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise FileNotFoundError("no redis-server installed")
+        folder = self.directory / str(port)
+        folder.mkdir()
+        command = [binary]
+        if config:
+            (folder / "redis.conf").write_text(config)
+            command.append(str(folder / "redis.conf"))
+        command += ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder), *options]
+        self._commands[port] = command
+        self.restart(port)
+
+    def restart(self, port: int, timeout: float = 20.0) -> None:
+        """Start the server of ``port`` again, on its files as it left them, and wait until
+        it answers (having loaded them)."""
+        self._processes[port] = subprocess.Popen(self._commands[port], stdout=subprocess.DEVNULL)
+        with _client(port) as client:
+            wait_until(client.ping, f"redis-server on {port} did not answer", timeout)
+
+    def kill(self, port: int) -> None:
+        """``kill -9`` the server of ``port``: it keeps only what its persistence wrote."""
+        process = self._processes.pop(port)
+        process.kill()
+        process.wait()
+
+    def stop(self) -> None:
+        """Stop every server (SIGTERM), waiting until each has ended."""
+        processes = list(self._processes.values())
+        self._processes.clear()
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(10)
+
+
+class RedisCluster:
+    """A Redis Cluster of ``primaries`` primaries and no replicas on free local ports,
+    every slot served, its servers' files (``nodes.conf`` too) in ``directory``.
+    ``options`` are every server's (say, an append-only file). A context manager: started
+    on entering, stopped on leaving. ``FileNotFoundError`` when no ``redis-server``, or
+    no ``redis-cli`` to create the cluster, is installed."""
+
+    def __init__(
+        self, directory: Path, primaries: int = 3, options: Sequence[str] = NO_DISK
+    ) -> None:
+        self.servers = RedisServers(directory)
+        self.ports = [free_port() for _ in range(primaries)]
+        self.options = list(options)
+        self.url = "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in self.ports)
+        """What ``WANDER_REDIS_URL`` takes."""
+
+    def start(self, timeout: float = 20.0) -> RedisCluster:
+        try:
+            for port in self.ports:  # the bus on a free port: port + 10000 may be taken
+                bus = ["--cluster-port", str(free_port())]
+                self.servers.start(port, ["--cluster-enabled", "yes", *bus, *self.options])
+            cli = shutil.which("redis-cli")
+            if cli is None:
+                raise FileNotFoundError("no redis-cli installed")
+            nodes = [f"127.0.0.1:{port}" for port in self.ports]
+            created = subprocess.run(
+                [cli, "--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"],
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            if created.returncode != 0:
+                raise RuntimeError(f"redis-cli --cluster create: {created.stdout}{created.stderr}")
+            self._wait_ok(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def kill(self, port: int) -> None:
+        """``kill -9`` the primary on ``port``: its slots are served by nobody until
+        `restart`."""
+        self.servers.kill(port)
+
+    def restart(self, port: int, timeout: float = 20.0) -> None:
+        """Start the primary on ``port`` again, on its data and ``nodes.conf``: it rejoins
+        the cluster with its slots; returns once every node says the cluster is ok."""
+        self.servers.restart(port, timeout)
+        self._wait_ok(timeout)
+
+    def _wait_ok(self, timeout: float) -> None:
+        for port in self.ports:
+            with _client(port) as client:
+                wait_until(
+                    lambda client=client: client.cluster("info")["cluster_state"] == "ok",
+                    f"the cluster node on {port} was not ok",
+                    timeout,
+                )
+
+    def stop(self) -> None:
+        self.servers.stop()
+
+    def __enter__(self) -> RedisCluster:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
 
 class RunningProcess(NamedTuple):

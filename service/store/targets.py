@@ -17,12 +17,56 @@ from wander.service.redis_url import RedisTarget
 _TIMEOUTS = {"socket_timeout": 5, "socket_connect_timeout": 5}
 
 
+class _Cluster(redis.asyncio.cluster.RedisCluster):
+    """redis-py's asyncio cluster client, made to come through a primary's restart.
+
+    A primary restarted on its files and ``nodes.conf`` rejoins with its slots, but
+    answers ``CLUSTERDOWN`` for its first two seconds (Redis waits that long before it
+    serves as a primary again). redis-py 8.1 answers that reply by closing every
+    connection of the client (``aclose``), those that other commands are using at that
+    moment included: they then fail with ``RuntimeError`` or ``AttributeError`` from the
+    socket layer, 500s for the service's clients (tests/test_faults.py counted 9 in
+    two seconds of eight agents' load). So:
+
+    - ``aclose`` while commands are in flight only asks for the cluster's topology
+      again at the next command (which redis-py's ``aclose`` does too); the connections
+      are closed once nothing uses them, when the store closes;
+    - a ``CLUSTERDOWN`` that outlasts redis-py's retries is a ``ConnectionError``: the
+      cluster cannot serve those slots now, and the store answers 503
+      ``store_unavailable`` as for a primary that does not answer at all.
+
+    A primary that does not answer needs nothing more: redis-py renews that node's free
+    connections, asks another node for the topology at the next command, and finds the
+    primary again on its address once it is back.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._in_flight = 0
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        self._in_flight += 1
+        try:
+            return await super().execute_command(*args, **kwargs)
+        except redis.exceptions.ClusterDownError as exc:
+            raise redis.exceptions.ConnectionError(f"the cluster is down: {exc}") from exc
+        finally:
+            self._in_flight -= 1
+
+    async def aclose(self) -> None:
+        if self._in_flight:
+            self._initialize = True
+        else:
+            await super().aclose()
+
+
 def async_client(target: RedisTarget, max_connections: int) -> Any:
     """An asyncio client of ``target``: ``redis.asyncio.Redis``, or ``RedisCluster`` for a
-    cluster (``max_connections`` per node: its caller bounds how many it uses at once,
-    since a cluster client refuses more rather than wait)."""
+    cluster (one that comes through a primary's restart: `_Cluster`; ``max_connections``
+    per node: its caller bounds how many it uses at once, since a cluster client refuses
+    more rather than wait)."""
     if target.kind == "cluster":
-        return redis.asyncio.cluster.RedisCluster(
+        return _Cluster(
             startup_nodes=[redis.asyncio.cluster.ClusterNode(h, p) for h, p in target.nodes],
             max_connections=max_connections,
             **target.credentials,
