@@ -212,6 +212,9 @@ class RedisStore(EpisodeStore):
     def key(self, episode_id: str) -> str:
         return self._layout.of_episode(episode_id).key(episode_id)
 
+    def log_key(self, episode_id: str) -> str:
+        return self._layout.of_episode(episode_id).log_key(episode_id)
+
     def bucket_key(self, bucket: str) -> str:
         return self._layout.of_bucket(bucket).bucket_key(bucket)
 
