@@ -444,11 +444,8 @@ class Engine:
             "done": done,
             "info": advanced["info"],
         }
-        added = [action, *advanced["messages"]]
-        if "messages" in episode:  # stored before the log: its messages move there now
-            added = [*episode["messages"], *added]
-            episode = {key: value for key, value in episode.items() if key != "messages"}  # type: ignore[assignment]
-        append = encode_log(added)
+        # An episode stored before the log holds its messages: they move to the log now.
+        append = encode_log([*episode.get("messages", ()), action, *advanced["messages"]])
         stamp = now()
         updated: StoredEpisode = {
             **episode,
@@ -464,6 +461,7 @@ class Engine:
             "updated_at": stamp,
             "finished_at": stamp if done else None,
         }
+        updated.pop("messages", None)
         return Decision(result, updated, append, advanced["invalid"])
 
     def _score(self, episode: StoredEpisode) -> dict[str, Any]:
