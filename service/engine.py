@@ -38,29 +38,33 @@ from wander.service.errors import (
     WanderError,
 )
 from wander.service.records import (
+    EMPTY_LOG_BYTES,
     Episode,
     StepError,
     StepResult,
     StoredEpisode,
     StoredScore,
     decode,
+    decode_log,
     encode,
+    encode_log,
+    grown,
     is_done,
     now,
 )
 from wander.service.sandbox import Sandbox
 from wander.service.settings import Settings
 from wander.service.store import EpisodeStore
-from wander.service.store.base import Versioned, Write
+from wander.service.store.base import Archive, RecordWithLog, Versioned, Write
 from wander.service.tenancy import OPEN, Principal
 
 log = logging.getLogger(__name__)
 
 RECORD_FIELDS = (
     "id", "env", "version", "split", "example", "seed", "group", "run", "metadata", "config",
-    "turn", "status", "messages", "step_rewards", "created_at", "updated_at", "finished_at",
+    "turn", "status", "step_rewards", "created_at", "updated_at", "finished_at",
 )  # fmt: skip
-"""The stored fields an archived ``EpisodeRecord`` keeps as they are."""
+"""The stored fields an archived ``EpisodeRecord`` keeps as they are (and the messages)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,8 @@ class Decision:
 
     result: StepResult
     updated: StoredEpisode | None = None
+    append: Sequence[bytes] = ()
+    """The messages the step adds to the episode's log."""
     invalid: bool = False
     """The environment found the action invalid (counted once the step is written)."""
 
@@ -133,6 +139,7 @@ class Engine:
             seed = example_seed(env.name, request.split, config.seed, example)
 
         started = await self.sandbox.start(env, config, request.split, example, seed)
+        opening = encode_log(started["messages"])
         stamp = now()
         template: StoredEpisode = {
             "id": "",
@@ -148,7 +155,7 @@ class Engine:
             "tenant": principal.tenant,
             "status": "active",
             "turn": 0,
-            "messages": started["messages"],
+            "messages_bytes": grown(EMPTY_LOG_BYTES, opening),
             "state": started["state"],
             "step_rewards": [],
             "total": started["score"]["total"],
@@ -163,6 +170,7 @@ class Engine:
         await self.store.add(
             {id_: encode({**template, "id": id_}) for id_ in ids},
             env.name,
+            log=opening,
             tenant=principal.tenant,
             metadata_bytes=metadata_bytes,
             max_live=quotas.live_episodes,
@@ -211,7 +219,7 @@ class Engine:
             if decision.updated is None:
                 return decision.result
             assert item is not None
-            if await self.store.replace(*self._step_write(decision.updated, item.version)):
+            if await self.store.replace(*self._step_write(decision, item.version)):
                 _count_step(decision)
                 return decision.result
             fresh = True  # another request applied a step first: look again
@@ -264,7 +272,7 @@ class Engine:
                     results[index] = decision.result
                     continue
                 assert item is not None
-                write = self._step_write(decision.updated, item.version)
+                write = self._step_write(decision, item.version)
             except (EnvCallFailed, PayloadTooLarge) as exc:  # a verdict on the action itself
                 results[index] = _item_error(request.episode_id, exc)
                 continue
@@ -305,9 +313,13 @@ class Engine:
         return self._score(episode)
 
     async def episode(self, episode_id: str, principal: Principal = OPEN) -> dict[str, Any]:
-        """The episode's ``EpisodeRecord``."""
-        episode = _decode(episode_id, await self.store.load(episode_id), principal)
-        return self._record(await self._scored(episode))
+        """The episode's ``EpisodeRecord``, its messages read from the log."""
+        item = await self.store.load(episode_id, log=True)
+        episode = _decode(episode_id, item, principal)
+        assert item is not None and item.log is not None
+        record = self._record(await self._scored(episode))
+        record["messages"] = episode.get("messages") or decode_log(item.log)
+        return record
 
     async def abort(self, episode_id: str, principal: Principal = OPEN) -> None:
         """Mark an active episode aborted; a finished one is left as it is."""
@@ -327,22 +339,36 @@ class Engine:
 
     # Internals
 
-    def _write(self, episode: StoredEpisode, version: int) -> Write:
-        """The compare-and-set that stores ``episode`` over ``version``; a finished
-        episode's record is queued for the archive in the same write."""
-        archive = encode(self._record(episode)) if is_done(episode) else None
-        return Write(episode["id"], version, encode(episode), archive)
+    def _write(self, episode: StoredEpisode, version: int, append: Sequence[bytes] = ()) -> Write:
+        """The compare-and-set that stores ``episode`` over ``version`` and appends
+        ``append`` to its log; a finished episode's record is queued for the archive in
+        the same write, the store splicing the log into it."""
+        archive: Archive | None = None
+        if is_done(episode):
+            record = self._record(episode)
+            if "messages" in episode:  # stored before the log, and finished unstepped
+                archive = encode({**record, "messages": episode["messages"]})
+            else:
+                around = encode(record)
+                archive = RecordWithLog(around[:-1] + b',"messages":', b"}")
+        return Write(episode["id"], version, encode(episode), archive, append)
 
-    def _step_write(self, episode: StoredEpisode, version: int) -> Write:
+    def _step_write(self, decision: Decision, version: int) -> Write:
         """``_write`` for a step, refused (413) when the stored episode or its archive
-        record would pass ``max_episode_bytes``, measured on the bytes about to be written.
+        record would pass ``max_episode_bytes``, measured on the bytes about to be written
+        (the log's counted by the head: ``messages_bytes``).
 
         Redis refuses a document past 512 MB with an error the client sees as a 503 and
         retries for ever; the archive row would be as large. The verdict is final, also
         when decided on a remembered version: a fresher one holds more, not less.
         """
-        write = self._write(episode, version)
-        size = max(len(write.data), len(write.archive or b""))
+        episode = decision.updated
+        assert episode is not None
+        write = self._write(episode, version, decision.append)
+        log_bytes = episode["messages_bytes"]
+        size = len(write.data) + log_bytes
+        if isinstance(archive := write.archive, RecordWithLog):
+            size = max(size, len(archive.before) + log_bytes + len(archive.after))
         limit = self.settings.max_episode_bytes
         if size > limit:
             raise PayloadTooLarge(
@@ -418,12 +444,14 @@ class Engine:
             "done": done,
             "info": advanced["info"],
         }
+        # An episode stored before the log holds its messages: they move to the log now.
+        append = encode_log([*episode.get("messages", ()), action, *advanced["messages"]])
         stamp = now()
         updated: StoredEpisode = {
             **episode,
             "turn": turn,
             "status": "done" if done else "active",
-            "messages": [*episode["messages"], action, *advanced["messages"]],
+            "messages_bytes": grown(episode.get("messages_bytes", EMPTY_LOG_BYTES), append),
             "state": advanced["state"],
             "step_rewards": [*episode["step_rewards"], reward],
             "total": total,
@@ -433,7 +461,8 @@ class Engine:
             "updated_at": stamp,
             "finished_at": stamp if done else None,
         }
-        return Decision(result, updated, advanced["invalid"])
+        updated.pop("messages", None)
+        return Decision(result, updated, append, advanced["invalid"])
 
     def _score(self, episode: StoredEpisode) -> dict[str, Any]:
         """The episode's ``Score``, as its last step stored it: no environment code runs."""

@@ -10,6 +10,7 @@ them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, NotRequired, TypedDict
 
@@ -45,6 +46,10 @@ class StoredScore(TypedDict):
 
 
 class StoredEpisode(TypedDict):
+    """An episode as stored: this document, the head, which every step rewrites, and its
+    messages in the store's log (``store.base``), which a step only appends to, so that
+    a step's cost does not grow with the episode."""
+
     id: str
     env: str
     version: str
@@ -59,7 +64,12 @@ class StoredEpisode(TypedDict):
     """The tenant the episode belongs to (absent in episodes stored before tenants)."""
     status: Literal["active", "done", "aborted"]
     turn: int
-    messages: list[Message]
+    messages: NotRequired[list[Message]]
+    """Every message so far, here only in an episode stored before the log (an upgrade
+    moves them to the log at its next step); else in the log."""
+    messages_bytes: NotRequired[int]
+    """The length of the messages in the log as one JSON array (``grown``): what the
+    episode's size limit counts without reading the log (absent with ``messages``)."""
     state: dict[str, Any]
     step_rewards: list[float]
     total: float
@@ -81,6 +91,27 @@ def encode(document: Any) -> bytes:
 def decode(data: bytes) -> StoredEpisode:
     stored: StoredEpisode = orjson.loads(data)
     return stored
+
+
+def encode_log(messages: Sequence[Message]) -> list[bytes]:
+    """Messages as log entries."""
+    return [orjson.dumps(message) for message in messages]
+
+
+def decode_log(entries: Sequence[bytes]) -> list[Message]:
+    messages: list[Message] = orjson.loads(b"[" + b",".join(entries) + b"]")
+    return messages
+
+
+EMPTY_LOG_BYTES = len(b"[]")
+
+
+def grown(size: int, entries: Sequence[bytes]) -> int:
+    """The length of a JSON array of ``size`` bytes once ``entries`` are appended to it."""
+    if not entries:
+        return size
+    commas = len(entries) - (size == EMPTY_LOG_BYTES)
+    return size + sum(map(len, entries)) + commas
 
 
 def is_done(episode: StoredEpisode) -> bool:

@@ -190,7 +190,10 @@ Redis. A module that sets ``STORE_KINDS`` of its own runs on those instead, e.g.
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "store_kind" in metafunc.fixturenames:
+    chosen = any(
+        "store_kind" in mark.args[0] for mark in metafunc.definition.iter_markers("parametrize")
+    )  # a test that names its own stores runs on those
+    if "store_kind" in metafunc.fixturenames and not chosen:
         metafunc.parametrize("store_kind", getattr(metafunc.module, "STORE_KINDS", STORE_KINDS))
 
 

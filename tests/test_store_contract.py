@@ -16,6 +16,7 @@ from wander.service.errors import QuotaExceeded, StoreUnavailable
 from wander.service.settings import Settings
 from wander.service.store import EpisodeStore, Usage, Versioned, open_store
 from wander.service.store import memory as memory_store
+from wander.service.store.base import RecordWithLog
 from wander.service.store.redis import RedisStore
 from wander.testing import free_port
 
@@ -77,6 +78,80 @@ async def test_live_episodes_count_until_they_finish_or_expire(store: EpisodeSto
     assert await store.live() == {"tictactoe": 1, "other": 0}
     await asyncio.sleep(1.2)
     assert await store.live() == {"tictactoe": 0, "other": 0}
+
+
+async def test_writes_append_to_the_log_in_order(store: EpisodeStore) -> None:
+    await store.add({"a": b"v1", "b": b"w1"}, "tictactoe", log=[b"1", b"2"])
+    assert await store.replace("a", 1, b"v2", append=[b"3"])
+    assert await store.replace("a", 2, b"v3")
+    assert await store.replace("a", 3, b"v4", append=[b"4", b"5"])
+    assert await store.load("a", log=True) == Versioned(b"v4", 4, [b"1", b"2", b"3", b"4", b"5"])
+    assert await store.load("b", log=True) == Versioned(b"w1", 1, [b"1", b"2"])  # its own log
+    assert await store.load("a") == Versioned(b"v4", 4)  # the document alone
+    assert await store.load("missing", log=True) is None
+
+
+async def test_a_lost_compare_and_set_appends_nothing(store: EpisodeStore) -> None:
+    await store.add({"a": b"v1"}, "tictactoe", log=[b"0"])
+    writes = (store.replace("a", 1, b"v2", append=[str(i).encode(), b"x"]) for i in range(1, 33))
+    wins = await asyncio.gather(*writes)
+    assert sum(wins) == 1
+    winner = str(wins.index(True) + 1).encode()
+    assert not await store.replace("a", 1, b"stale", append=[b"stale"])
+    assert await store.load("a", log=True) == Versioned(b"v2", 2, [b"0", winner, b"x"])
+
+
+async def test_a_record_with_log_is_queued_around_the_log_it_leaves(store: EpisodeStore) -> None:
+    await store.add({"a": b"v1", "b": b"w1"}, "tictactoe", log=[b'{"m":0}'])
+    assert await store.replace("a", 1, b"v2", append=[b"1"])
+    around = RecordWithLog(b'{"id":"a","messages":', b"}")
+    assert await store.replace("a", 2, b"done", archive=around, append=[b"2", b'"3"'])
+    assert await store.replace("b", 1, b"done", archive=RecordWithLog(b"<", b">"))
+    assert not await store.replace("b", 1, b"again", archive=RecordWithLog(b"?", b"?"))
+    records = [item.data for item in await store.pending(10)]
+    assert records == [b'{"id":"a","messages":[{"m":0},1,2,"3"]}', b'<[{"m":0}]>']
+
+
+async def test_reads_and_writes_keep_the_log_as_long_as_the_document(store: EpisodeStore) -> None:
+    await store.add({"idle": b"x", "read": b"y", "written": b"z"}, "tictactoe", log=[b"0"])
+    for version in (1, 2):
+        await asyncio.sleep(1.2)  # past the first TTL (2 s) at the second round
+        assert await store.load("read") is not None
+        assert await store.replace("written", version, b"z", append=[b"+"])
+    assert await store.load("read", log=True) == Versioned(b"y", 1, [b"0"])
+    assert await store.load("written", log=True) == Versioned(b"z", 3, [b"0", b"+", b"+"])
+    assert await store.load("idle", log=True) is None
+
+
+async def test_redis_forgets_an_episode_and_its_log_together(
+    redis_url: str, redis_prefix: str
+) -> None:
+    store = RedisStore.from_url(redis_url, 1, redis_prefix)
+    client = redis.Redis.from_url(redis_url)
+    keys = (store.key("a"), store.log_key("a"))
+    await store.add({"a": b"v1"}, "tictactoe", log=[b"0"])
+    assert await store.replace("a", 1, b"v2", append=[b"1"])
+    assert client.exists(*keys) == 2
+    assert all(0 < client.pttl(key) <= 1000 for key in keys)
+    await asyncio.sleep(1.1)
+    assert client.exists(*keys) == 0
+    await store.aclose()
+
+
+async def test_redis_plays_on_an_episode_stored_before_the_log(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """The previous version kept an episode as its document alone, no log: it reads as
+    an empty log, and its next write starts one."""
+    store = RedisStore.from_url(redis_url, 60, redis_prefix)
+    client = redis.Redis.from_url(redis_url)
+    client.hset(store.key("old"), mapping={"v": 3, "d": b"everything"})
+    client.expire(store.key("old"), 60)
+    assert await store.load("old", log=True) == Versioned(b"everything", 3, [])
+    assert await store.replace("old", 3, b"head", append=[b"1", b"2"])
+    assert await store.load("old", log=True) == Versioned(b"head", 4, [b"1", b"2"])
+    assert 0 < client.ttl(store.log_key("old")) <= 60
+    await store.aclose()
 
 
 def episodes(*ids: str) -> dict[str, bytes]:

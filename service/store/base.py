@@ -1,10 +1,15 @@
 """The episode store interface.
 
-A store keeps each episode as an opaque JSON document with a version number.
-Every write is a compare-and-set on that version, which is all the engine needs
-to make steps atomic across coroutines, processes and replicas: of two steps
-that read the same version, exactly one can write. Every read or write
-refreshes the episode's idle TTL.
+A store keeps each episode as an opaque document with a version number, and a log:
+entries appended, never rewritten. Every write is a compare-and-set on the version,
+which is all the engine needs to make steps atomic across coroutines, processes and
+replicas: of two steps that read the same version, exactly one can write, and only
+its entries are appended (in the same atomic write). Every read or write refreshes
+the idle TTL of the document and its log together, so they expire together.
+
+The log is what makes a step's cost follow the step, not the episode: the document
+holds what a step changes (small), the log the messages, which a step only adds to.
+A write reads neither back; a read takes the log only when asked (``load(log=True)``).
 
 A store also holds the archive backlog: the write that finishes an episode
 queues its final record in the same atomic operation, so a finished episode is
@@ -36,15 +41,35 @@ from wander.service.store.partitions import new_episode_id
 class Versioned(NamedTuple):
     data: bytes
     version: int
+    log: list[bytes] | None = None
+    """The episode's log, oldest entry first, read with the document in one atomic read:
+    only from ``load(log=True)``."""
+
+
+class RecordWithLog(NamedTuple):
+    """An archive record that holds its episode's whole log: ``before``, then the log's
+    entries (this write's appends included) as a JSON array, then ``after``.
+
+    The store splices the record together in the write that queues it, so that the step
+    that ends an episode reads no log back either. The entries must be JSON values."""
+
+    before: bytes
+    after: bytes
+
+
+Archive = bytes | RecordWithLog
+"""A record to queue for the archive: as it is, or around the episode's log."""
 
 
 class Write(NamedTuple):
-    """One compare-and-set: ``data`` replaces ``version``; ``archive``, if any, is queued."""
+    """One compare-and-set: ``data`` replaces ``version`` and ``append`` is added to the
+    log; ``archive``, if any, is queued."""
 
     episode_id: str
     version: int
     data: bytes
-    archive: bytes | None = None
+    archive: Archive | None = None
+    append: Sequence[bytes] = ()
 
 
 class Pending(NamedTuple):
@@ -96,13 +121,15 @@ class EpisodeStore(ABC):
         documents: Mapping[str, bytes],
         env: str,
         *,
+        log: Sequence[bytes] = (),
         tenant: str | None = None,
         metadata_bytes: int = 0,
         max_live: int | None = None,
         max_metadata_bytes: int | None = None,
     ) -> None:
-        """Store new episodes (id -> document) of environment ``env`` at version 1, all
-        or none. They count as live (``live``) until finished or forgotten.
+        """Store new episodes (id -> document) of environment ``env`` at version 1, each
+        with ``log`` as its log (a group's episodes open alike), all or none. They count
+        as live (``live``) until finished or forgotten.
 
         With ``tenant`` they also count toward that tenant's ``tenant_usage``, each with
         ``metadata_bytes``, for as long as they are live. With ``max_live`` or
@@ -118,8 +145,11 @@ class EpisodeStore(ABC):
         out), as ``add`` checks them."""
 
     @abstractmethod
-    async def load(self, episode_id: str, *, cached: bool = False) -> Versioned | None:
-        """The episode's document and version, or None if unknown or expired.
+    async def load(
+        self, episode_id: str, *, cached: bool = False, log: bool = False
+    ) -> Versioned | None:
+        """The episode's document and version, or None if unknown or expired; with
+        ``log``, its log too (a fresh read: ``cached`` is ignored).
 
         ``cached``: a store may answer from what it last read or wrote itself,
         saving a round trip; the answer may then be stale, which a compare-and-set
@@ -133,11 +163,17 @@ class EpisodeStore(ABC):
 
     @abstractmethod
     async def replace(
-        self, episode_id: str, version: int, data: bytes, archive: bytes | None = None
+        self,
+        episode_id: str,
+        version: int,
+        data: bytes,
+        archive: Archive | None = None,
+        append: Sequence[bytes] = (),
     ) -> bool:
-        """Write ``data`` as version ``version + 1`` if the stored version is still
-        ``version``; False (and no write) if it changed or the episode is gone.
-        With ``archive``, the same write queues that record for the archive."""
+        """Write ``data`` as version ``version + 1``, and add ``append`` to the log, if the
+        stored version is still ``version``; False (and no write) if it changed or the
+        episode is gone. With ``archive``, the same write queues that record for the
+        archive (a ``RecordWithLog`` around the log as this write leaves it)."""
 
     async def replace_many(self, writes: Sequence[Write]) -> list[bool]:
         """``replace`` for many episodes (a store may do it in one round trip)."""
@@ -225,6 +261,13 @@ class EpisodeStore(ABC):
     @abstractmethod
     async def aclose(self) -> None:
         """Release connections."""
+
+
+def spliced(record: Archive, log: Sequence[bytes]) -> bytes:
+    """The record to queue: ``record`` itself, or the log spliced into it."""
+    if isinstance(record, bytes):
+        return record
+    return b"".join((record.before, b"[", b",".join(log), b"]", record.after))
 
 
 def check_limits(tenant: str | None, max_live: int | None, max_metadata_bytes: int | None) -> None:

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from cachetools import TLRUCache, TTLCache
 
 from wander.service.store.base import (
+    Archive,
     DeadLetter,
     EpisodeStore,
     Pending,
@@ -21,6 +22,7 @@ from wander.service.store.base import (
     bucket_interval,
     check_limits,
     quota_exceeded,
+    spliced,
 )
 
 log = logging.getLogger(__name__)
@@ -39,7 +41,14 @@ class _Live(NamedTuple):
     metadata_bytes: int
 
 
-class _Episodes(TTLCache[str, Versioned]):
+class _Stored(NamedTuple):
+    """An episode: its current document and version, and its log (appended to in place)."""
+
+    item: Versioned
+    log: list[bytes]
+
+
+class _Episodes(TTLCache[str, _Stored]):
     """Episodes with idle expiry, naming each expired one to ``on_expired``: every
     expired item leaves through ``expire``, which each write calls, and ``live`` too."""
 
@@ -47,7 +56,7 @@ class _Episodes(TTLCache[str, Versioned]):
         super().__init__(maxsize=math.inf, ttl=ttl_seconds, timer=time.monotonic)
         self._on_expired = on_expired
 
-    def expire(self, time: Any = None) -> list[tuple[str, Versioned]]:
+    def expire(self, time: Any = None) -> list[tuple[str, _Stored]]:
         expired = list(super().expire(time))
         for episode_id, _ in expired:
             self._on_expired(episode_id)
@@ -88,6 +97,7 @@ class MemoryStore(EpisodeStore):
         documents: Mapping[str, bytes],
         env: str,
         *,
+        log: Sequence[bytes] = (),
         tenant: str | None = None,
         metadata_bytes: int = 0,
         max_live: int | None = None,
@@ -108,7 +118,7 @@ class MemoryStore(EpisodeStore):
                     tenant, "metadata_bytes", max_metadata_bytes, held_bytes, new_bytes
                 )
         for episode_id, data in documents.items():
-            self._items[episode_id] = Versioned(data, 1)
+            self._items[episode_id] = _Stored(Versioned(data, 1), list(log))
         live = _Live(env, tenant, metadata_bytes)
         for episode_id in new:
             self._live[episode_id] = live
@@ -125,22 +135,31 @@ class MemoryStore(EpisodeStore):
     def _usage(self, tenant: str) -> Usage:
         return Usage(self._tenant_live[tenant], self._tenant_bytes[tenant])
 
-    async def load(self, episode_id: str, *, cached: bool = False) -> Versioned | None:
-        item = self._items.get(episode_id)
-        if item is not None:
-            self._items[episode_id] = item  # a read refreshes the idle TTL
-        return item
+    async def load(
+        self, episode_id: str, *, cached: bool = False, log: bool = False
+    ) -> Versioned | None:
+        stored = self._items.get(episode_id)
+        if stored is None:
+            return None
+        self._items[episode_id] = stored  # a read refreshes the idle TTL
+        return stored.item._replace(log=list(stored.log)) if log else stored.item
 
     async def replace(
-        self, episode_id: str, version: int, data: bytes, archive: bytes | None = None
+        self,
+        episode_id: str,
+        version: int,
+        data: bytes,
+        archive: Archive | None = None,
+        append: Sequence[bytes] = (),
     ) -> bool:
-        item = self._items.get(episode_id)
-        if item is None or item.version != version:
+        stored = self._items.get(episode_id)
+        if stored is None or stored.item.version != version:
             return False
-        self._items[episode_id] = Versioned(data, version + 1)
+        stored.log.extend(append)
+        self._items[episode_id] = _Stored(Versioned(data, version + 1), stored.log)
         if archive is not None:
             self._forget(episode_id)
-            self._queue(archive)
+            self._queue(spliced(archive, stored.log))
         return True
 
     def _forget(self, episode_id: str) -> None:

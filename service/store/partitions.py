@@ -62,6 +62,10 @@ class Partition:
     def key(self, episode_id: str) -> str:
         return f"{self.prefix}episode:{episode_id}"
 
+    def log_key(self, episode_id: str) -> str:
+        """The episode's log: a name no episode's key can take, whatever its id."""
+        return f"{self.prefix}log:{episode_id}"
+
     def bucket_key(self, bucket: str) -> str:
         return f"{self.prefix}rate:{bucket}"
 

@@ -1,12 +1,15 @@
 """The Redis store: episodes shared by every process and replica.
 
 Each episode is a hash ``{prefix}episode:{id}`` with fields ``v`` (version) and
-``d`` (document). Reads and compare-and-set writes are Lua scripts that take
-many episodes at once, and each write is atomic on the server. A batch of steps
-is one script call, and so are the reads and writes of all the requests in
-flight during one event-loop turn (``service.store.coalesce``): redis-py packs
-commands in Python, and one command per episode cost more than the steps
-themselves.
+``d`` (document), and a list ``{prefix}log:{id}``, its log: a write appends to it with
+RPUSH in the script that compares and sets the version, and every script that touches
+one key of an episode refreshes the TTL of both. An episode stored before logs existed
+(its messages in its document) has no list; it reads as an empty log. Reads and
+compare-and-set writes are Lua scripts (``service.store.scripts``) that take many
+episodes at once, and each write is atomic on the server. A batch of steps is one
+script call, and so are the reads and writes of all the requests in flight during one
+event-loop turn (``service.store.coalesce``): redis-py packs commands in Python, and one
+command per episode cost more than the steps themselves.
 
 The store remembers the last version it read or wrote of recent episodes, so
 that a step served by the same process needs a single round trip (its write);
@@ -65,8 +68,8 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from operator import itemgetter
-from typing import Any, TypeVar
+from operator import attrgetter
+from typing import Any, NamedTuple, TypeVar
 
 from cachetools import LRUCache
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -75,10 +78,13 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from wander.service.errors import StoreUnavailable
 from wander.service.redis_url import parse_redis_url
+from wander.service.store import scripts
 from wander.service.store.base import (
+    Archive,
     DeadLetter,
     EpisodeStore,
     Pending,
+    RecordWithLog,
     Usage,
     Versioned,
     Write,
@@ -89,265 +95,6 @@ from wander.service.store.base import (
 from wander.service.store.coalesce import Coalescer
 from wander.service.store.partitions import Layout, Partition
 from wander.service.store.targets import async_client
-
-_NOW_MS = """
-local clock = redis.call('TIME')
-local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
-"""
-"""Lua: the server's clock in milliseconds, as ``now``."""
-
-_LIVE_KEYS = "local LIVE = {live}\n"
-"""Lua: where the five keys of the live index start in ``KEYS`` (formatted in)."""
-
-_NOT_LIVE = """
-local function decrease(hash, field, by)
-  if by == 0 then return end  -- Lua writes -0 as '-0', which HINCRBY refuses
-  if redis.call('HINCRBY', hash, field, -by) <= 0 then redis.call('HDEL', hash, field) end
-end
-local function not_live(key)
-  if redis.call('ZREM', KEYS[LIVE], key) == 1 then
-    local entry = redis.call('HGET', KEYS[LIVE + 1], key)
-    redis.call('HDEL', KEYS[LIVE + 1], key)
-    if entry then
-      local env, tenant, bytes = string.match(entry, '^(.*)\\n([^\\n]+)\\n(%d+)$')
-      if env then
-        decrease(KEYS[LIVE + 3], tenant, 1)
-        decrease(KEYS[LIVE + 4], tenant, tonumber(bytes))
-      else
-        env = entry
-      end
-      redis.call('HINCRBY', KEYS[LIVE + 2], env, -1)
-    end
-  end
-end
-"""
-"""Lua: ``not_live(key)`` takes the episode out of the live index, its environment's count
-and its tenant's, once (whoever removes it from the index counts it out). An entry of
-``live:env`` is the environment, and for a tenant's episode ``env\\ntenant\\nbytes``
-(an older entry, the environment alone, is counted out as it was written); a tenant's
-fields are deleted at zero."""
-
-_COUNT_OUT = """
-local function count_out(limit)
-  local due = redis.call('ZRANGEBYSCORE', KEYS[LIVE], '-inf', now, 'LIMIT', 0, limit)
-  for _, key in ipairs(due) do
-    local left = redis.call('PTTL', key)
-    if left == -2 then
-      not_live(key)
-    else
-      redis.call('ZADD', KEYS[LIVE], 'XX', now + math.max(left, 1000), key)
-    end
-  end
-  return #due
-end
-"""
-"""Lua: ``count_out(limit)`` looks at up to ``limit`` episodes past their first possible
-expiry, and replies how many it looked at. Each is counted out if Redis has forgotten it,
-or else looked at again when its current TTL ends (reads and writes refresh the TTL, not
-the index)."""
-
-
-def _live_script(first_live_key: int, body: str) -> str:
-    """A script that counts episodes out: ``body`` after ``not_live`` and ``count_out``,
-    with the live index's keys from ``KEYS[first_live_key]`` on."""
-    return _LIVE_KEYS.format(live=first_live_key) + _NOW_MS + _NOT_LIVE + _COUNT_OUT + body
-
-
-_ADD_MANY = _live_script(
-    1,
-    """
-local ttl, checks = tonumber(ARGV[1]), tonumber(ARGV[2])
-local looked
-local replies = {}
-local a, k = 3, 6
-while a <= #ARGV do
-  local n, env, tenant, size = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
-  local max_live, max_bytes = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
-  local live_elsewhere, bytes_elsewhere = tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7])
-  a = a + 8
-  local reply = 1
-  if max_live or max_bytes then
-    looked = looked or count_out(checks)
-    local new = 0
-    for i = k, k + n - 1 do
-      if not redis.call('ZSCORE', KEYS[LIVE], KEYS[i]) then new = new + 1 end
-    end
-    local live = tonumber(redis.call('HGET', KEYS[LIVE + 3], tenant) or 0) + live_elsewhere
-    local bytes = tonumber(redis.call('HGET', KEYS[LIVE + 4], tenant) or 0) + bytes_elsewhere
-    if max_live and live + new > max_live then
-      reply = {'live_episodes', max_live, live, new}
-    elseif max_bytes and bytes + new * size > max_bytes then
-      reply = {'metadata_bytes', max_bytes, bytes, new * size}
-    end
-    if reply ~= 1 and looked == checks then reply = 0 end
-  end
-  if reply == 1 then
-    local entry = env
-    if tenant ~= '' then entry = env .. '\\n' .. tenant .. '\\n' .. size end
-    local added = 0
-    for i = k, k + n - 1 do
-      redis.call('HSET', KEYS[i], 'v', 1, 'd', ARGV[a + i - k])
-      redis.call('EXPIRE', KEYS[i], ttl)
-      if redis.call('ZADD', KEYS[LIVE], 'NX', now + ttl * 1000, KEYS[i]) == 1 then
-        redis.call('HSET', KEYS[LIVE + 1], KEYS[i], entry)
-        added = added + 1
-      end
-    end
-    if added > 0 then
-      redis.call('HINCRBY', KEYS[LIVE + 2], env, added)
-      if tenant ~= '' then
-        redis.call('HINCRBY', KEYS[LIVE + 3], tenant, added)
-        if added * size > 0 then redis.call('HINCRBY', KEYS[LIVE + 4], tenant, added * size) end
-      end
-    end
-  end
-  replies[#replies + 1] = reply
-  a, k = a + n, k + n
-end
-return replies
-""",
-)
-"""New episodes, in groups added all or none: ``KEYS`` the live index's five keys, then the
-episodes; ``ARGV`` the TTL, how many expired episodes to look at, then per group its size,
-environment, tenant ('' for none), metadata bytes per episode, limits on the tenant's
-live episodes and bytes ('' for none) and what the tenant holds in the other partitions
-(live episodes, bytes: ``service.store.partitions``), then its documents. Replies per
-group 1 (added), a refusal {quota, limit, used, requested}, or 0: it would be refused,
-but more expired episodes may be due than were looked at (``count_out`` runs once, and
-only for groups with limits); call again. Run twice (a retry after a lost reply), it
-counts each episode once."""
-
-_LOAD_MANY = """
-local ttl = ARGV[1]
-local found = {}
-for i, key in ipairs(KEYS) do
-  local item = redis.call('HMGET', key, 'v', 'd')
-  if item[1] then redis.call('EXPIRE', key, ttl) end
-  found[2 * i - 1] = item[1]
-  found[2 * i] = item[2]
-end
-return found
-"""
-"""Loads: ``KEYS`` episodes; a flat reply of (version, document) pairs, nil if gone."""
-
-_REPLACE_MANY = _live_script(
-    2,
-    """
-local ttl = ARGV[1]
-local written = {}
-for i = 7, #KEYS do
-  local j = 3 * (i - 7) + 2
-  local version, data, archive = ARGV[j], ARGV[j + 1], ARGV[j + 2]
-  local stored = redis.call('HGET', KEYS[i], 'v')
-  if stored and tonumber(stored) == tonumber(version) then
-    redis.call('HSET', KEYS[i], 'v', tonumber(stored) + 1, 'd', data)
-    redis.call('EXPIRE', KEYS[i], ttl)
-    if archive ~= '' then
-      redis.call('XADD', KEYS[1], '*', 'd', archive)
-      not_live(KEYS[i])
-    end
-    written[i - 6] = 1
-  else
-    written[i - 6] = 0
-  end
-end
-return written
-""",
-)
-"""Compare-and-sets: ``KEYS`` = the archive stream, the live index's five keys, then the
-episodes; ``ARGV`` = the TTL, then (version, document, archive record or '') per episode; a
-reply of 1 (written) or 0. A write that queues a record finishes its episode: it is live
-no more."""
-
-_LIVE = _live_script(1, "return {count_out(ARGV[1]), redis.call('HGETALL', KEYS[3])}")
-"""Count the live episodes: ``KEYS`` the live index's five keys; ``ARGV`` how many
-episodes past their first possible expiry to look at. Replies how many were looked at, and
-the counts by environment."""
-
-_USAGE = _live_script(
-    1,
-    """
-return {count_out(ARGV[1]), tonumber(redis.call('HGET', KEYS[4], ARGV[2]) or 0),
-  tonumber(redis.call('HGET', KEYS[5], ARGV[2]) or 0)}
-""",
-)
-"""A tenant's usage: ``KEYS`` the live index's five keys; ``ARGV`` how many expired
-episodes to look at, the tenant. Replies how many were looked at, its live episodes and
-their metadata bytes."""
-
-_TAKE = """
-local clock = redis.call('TIME')
-local now = clock[1] * 1000000 + clock[2]
-local waits = {}
-for i, key in ipairs(KEYS) do
-  local interval, burst = tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
-  local full_at = math.max(tonumber(redis.call('GET', key) or 0), now) + interval
-  local wait = full_at - now - burst * interval
-  if wait > 0 then
-    waits[i] = wait
-  else
-    redis.call('SET', key, string.format('%d', full_at), 'PX', math.ceil((full_at - now) / 1000))
-    waits[i] = 0
-  end
-end
-return waits
-"""
-"""Take a token from each bucket: ``KEYS`` the buckets (a bucket may come more than once);
-``ARGV`` (microseconds between tokens, burst) per bucket. Each bucket is the time, in
-microseconds of the server's clock, at which it is full again, and expires then. Replies
-per bucket 0 (taken) or the microseconds until a token is there."""
-
-_ACKNOWLEDGE = """
-redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
-redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
-"""
-"""Drop archived records: ``KEYS`` the backlog; ``ARGV`` the group, then the records' ids.
-A script rather than MULTI, which a cluster client does not offer."""
-
-_LEAVE_GROUP = """
-if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) == 0 then
-  redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
-end
-"""
-"""Leave the archivers' group (``ARGV``: the group, the consumer) unless the consumer
-still holds records: deleting it would drop them from the group's pending list, and no
-other archiver could claim them. One script, so no record is read in between."""
-
-_DEAD_LETTER = """
-local entry = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])[1]
-if not entry then return false end
-local data = entry[2][2]
-local id = redis.call('XADD', KEYS[2], '*', 'd', data, 'e', ARGV[3], 't', ARGV[4])
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-redis.call('XDEL', KEYS[1], ARGV[2])
-return id
-"""
-"""Move a backlog record to the dead letters: ``KEYS`` the backlog, the dead letters;
-``ARGV`` the group, the record's id, the error, the time. Nil if the record is gone."""
-
-_RETRY_DEAD = """
-local moved = {}
-for _, id in ipairs(ARGV) do
-  local entry = redis.call('XRANGE', KEYS[1], id, id)[1]
-  if entry then
-    redis.call('XADD', KEYS[2], '*', 'd', entry[2][2])
-    redis.call('XDEL', KEYS[1], id)
-    moved[#moved + 1] = id
-  end
-end
-return moved
-"""
-"""Dead letters back to the backlog: ``KEYS`` the dead letters, the backlog; ``ARGV`` ids.
-Every entry of either stream has its record as the first field (``d``)."""
-
-_DROP_DEAD = """
-local dropped = {}
-for _, id in ipairs(ARGV) do
-  if redis.call('XDEL', KEYS[1], id) == 1 then dropped[#dropped + 1] = id end
-end
-return dropped
-"""
-"""Delete dead letters: ``KEYS`` the dead letters; ``ARGV`` ids; replies the ids deleted."""
 
 _STREAM_ID = re.compile(r"([0-9]{1,20})-([0-9]{1,20})")
 """A complete stream id, small enough for Redis (64-bit parts): anything else is no id
@@ -375,9 +122,21 @@ class _Group:
     metadata_bytes: int
     max_live: int | None
     max_metadata_bytes: int | None
+    log: Sequence[bytes]
+    """The entries each episode's log opens with."""
 
 
-_NewEpisode = tuple[str, bytes, _Group]
+class _NewEpisode(NamedTuple):
+    episode_id: str
+    data: bytes
+    group: _Group
+
+
+class _Load(NamedTuple):
+    episode_id: str
+    log: bool
+
+
 _Item = TypeVar("_Item")
 _Reply = TypeVar("_Reply")
 
@@ -407,17 +166,17 @@ class RedisStore(EpisodeStore):
         self._calls = asyncio.Semaphore(max_concurrent_calls) if max_concurrent_calls else None
         self._discovering = asyncio.Lock()
         self._discovered = False
-        self._add_script = client.register_script(_ADD_MANY)
-        self._load_script = client.register_script(_LOAD_MANY)
-        self._replace_script = client.register_script(_REPLACE_MANY)
-        self._acknowledge_script = client.register_script(_ACKNOWLEDGE)
-        self._leave_script = client.register_script(_LEAVE_GROUP)
-        self._dead_letter_script = client.register_script(_DEAD_LETTER)
-        self._retry_script = client.register_script(_RETRY_DEAD)
-        self._drop_script = client.register_script(_DROP_DEAD)
-        self._live_script = client.register_script(_LIVE)
-        self._usage_script = client.register_script(_USAGE)
-        self._take_script = client.register_script(_TAKE)
+        self._add_script = client.register_script(scripts.ADD_MANY)
+        self._load_script = client.register_script(scripts.LOAD_MANY)
+        self._replace_script = client.register_script(scripts.REPLACE_MANY)
+        self._acknowledge_script = client.register_script(scripts.ACKNOWLEDGE)
+        self._leave_script = client.register_script(scripts.LEAVE_GROUP)
+        self._dead_letter_script = client.register_script(scripts.DEAD_LETTER)
+        self._retry_script = client.register_script(scripts.RETRY_DEAD)
+        self._drop_script = client.register_script(scripts.DROP_DEAD)
+        self._live_script = client.register_script(scripts.LIVE)
+        self._usage_script = client.register_script(scripts.USAGE)
+        self._take_script = client.register_script(scripts.TAKE)
         self._adds = Coalescer(self._add_all)
         self._takes = Coalescer(self._take_all)
         self._loads = Coalescer(self._load_all)
@@ -453,6 +212,9 @@ class RedisStore(EpisodeStore):
     def key(self, episode_id: str) -> str:
         return self._layout.of_episode(episode_id).key(episode_id)
 
+    def log_key(self, episode_id: str) -> str:
+        return self._layout.of_episode(episode_id).log_key(episode_id)
+
     def bucket_key(self, bucket: str) -> str:
         return self._layout.of_bucket(bucket).bucket_key(bucket)
 
@@ -464,6 +226,7 @@ class RedisStore(EpisodeStore):
         documents: Mapping[str, bytes],
         env: str,
         *,
+        log: Sequence[bytes] = (),
         tenant: str | None = None,
         metadata_bytes: int = 0,
         max_live: int | None = None,
@@ -483,8 +246,8 @@ class RedisStore(EpisodeStore):
         partition = {self._layout.of_episode(episode_id) for episode_id in documents}
         if len(partition) > 1:
             raise ValueError("the episodes of one add must share a partition: use new_ids")
-        group = _Group(env, tenant, metadata_bytes, max_live, max_metadata_bytes)
-        episodes = [(episode_id, data, group) for episode_id, data in documents.items()]
+        group = _Group(env, tenant, metadata_bytes, max_live, max_metadata_bytes, log)
+        episodes = [_NewEpisode(episode_id, data, group) for episode_id, data in documents.items()]
         while episodes:
             reply = (await self._adds(episodes))[0]
             if reply == 1:
@@ -516,8 +279,15 @@ class RedisStore(EpisodeStore):
         [wait] = await self._takes([(bucket, interval, burst)])
         return wait / 1_000_000
 
-    async def load(self, episode_id: str, *, cached: bool = False) -> Versioned | None:
-        return (await self.load_many([episode_id], cached=cached))[0]
+    async def load(
+        self, episode_id: str, *, cached: bool = False, log: bool = False
+    ) -> Versioned | None:
+        if not log:
+            return (await self.load_many([episode_id], cached=cached))[0]
+        [(version, data, entries)] = await self._loads([_Load(episode_id, True)])
+        if self._remember(episode_id, version, data) is None:
+            return None
+        return Versioned(data, int(version), list(entries))
 
     async def load_many(
         self, episode_ids: Sequence[str], *, cached: bool = False
@@ -526,14 +296,20 @@ class RedisStore(EpisodeStore):
         if cached:
             found = {i: self._recent[i] for i in episode_ids if i in self._recent}
         missing = [i for i in episode_ids if i not in found]
-        for episode_id, (version, data) in zip(missing, await self._loads(missing), strict=True):
+        loaded = await self._loads([_Load(episode_id, False) for episode_id in missing])
+        for episode_id, (version, data, _) in zip(missing, loaded, strict=True):
             found[episode_id] = self._remember(episode_id, version, data)
         return [found[episode_id] for episode_id in episode_ids]
 
     async def replace(
-        self, episode_id: str, version: int, data: bytes, archive: bytes | None = None
+        self,
+        episode_id: str,
+        version: int,
+        data: bytes,
+        archive: Archive | None = None,
+        append: Sequence[bytes] = (),
     ) -> bool:
-        return (await self.replace_many([Write(episode_id, version, data, archive)]))[0]
+        return (await self.replace_many([Write(episode_id, version, data, archive, append)]))[0]
 
     async def replace_many(self, writes: Sequence[Write]) -> list[bool]:
         written = await self._writes(writes)
@@ -566,20 +342,22 @@ class RedisStore(EpisodeStore):
 
     async def _add_all(self, episodes: list[_NewEpisode]) -> list[Any]:
         return await self._per_partition(
-            episodes, lambda episode: self._layout.of_episode(episode[0]), self._add_in
+            episodes, lambda episode: self._layout.of_episode(episode.episode_id), self._add_in
         )
 
     async def _add_in(self, partition: Partition, episodes: list[_NewEpisode]) -> list[Any]:
         args: list[Any] = [self.ttl_seconds, LIVE_CHECKS]
         sizes: list[int] = []
-        for group, members in itertools.groupby(episodes, key=itemgetter(2)):
-            documents = [data for _, data, _ in members]
+        for group, members in itertools.groupby(episodes, key=attrgetter("group")):
+            documents = [episode.data for episode in members]
             sizes.append(len(documents))
             elsewhere = await self._held_elsewhere(group, partition)
             args += (len(documents), group.env, group.tenant or "", group.metadata_bytes)
             args += (_limit(group.max_live), _limit(group.max_metadata_bytes), *elsewhere)
-            args += documents
-        keys = [*partition.live_keys, *(partition.key(episode_id) for episode_id, _, _ in episodes)]
+            args += (len(group.log), *documents, *group.log)
+        keys = list(partition.live_keys)
+        for episode in episodes:
+            keys += (partition.key(episode.episode_id), partition.log_key(episode.episode_id))
         replies = await self._call(self._add_script, keys, args)
         return [reply for reply, size in zip(replies, sizes, strict=True) for _ in range(size)]
 
@@ -601,13 +379,20 @@ class RedisStore(EpisodeStore):
         args = [arg for _, interval, burst in takes for arg in (interval, burst)]
         return list(await self._call(self._take_script, keys, args))
 
-    async def _load_all(self, episode_ids: list[str]) -> list[tuple[Any, Any]]:
-        return await self._per_partition(episode_ids, self._layout.of_episode, self._load_in)
+    async def _load_all(self, loads: list[_Load]) -> list[tuple[Any, Any, Any]]:
+        return await self._per_partition(
+            loads, lambda load: self._layout.of_episode(load.episode_id), self._load_in
+        )
 
-    async def _load_in(self, partition: Partition, episode_ids: list[str]) -> list[tuple[Any, Any]]:
-        keys = [partition.key(i) for i in episode_ids]
-        reply = await self._call(self._load_script, keys, [self.ttl_seconds])
-        return list(zip(reply[::2], reply[1::2], strict=True))
+    async def _load_in(
+        self, partition: Partition, loads: list[_Load]
+    ) -> list[tuple[Any, Any, Any]]:
+        keys: list[str] = []
+        for load in loads:
+            keys += (partition.key(load.episode_id), partition.log_key(load.episode_id))
+        args = [self.ttl_seconds, *("1" if load.log else "" for load in loads)]
+        reply = await self._call(self._load_script, keys, args)
+        return list(zip(reply[::3], reply[1::3], reply[2::3], strict=True))
 
     async def _replace_all(self, writes: list[Write]) -> list[bool]:
         return await self._per_partition(
@@ -616,13 +401,11 @@ class RedisStore(EpisodeStore):
 
     async def _replace_in(self, partition: Partition, writes: list[Write]) -> list[bool]:
         args: list[Any] = [self.ttl_seconds]
+        keys = [partition.stream, *partition.live_keys]
         for write in writes:
-            args += (write.version, write.data, write.archive or b"")
-        keys = [
-            partition.stream,
-            *partition.live_keys,
-            *(partition.key(write.episode_id) for write in writes),
-        ]
+            args += (write.version, write.data, *_archive_args(write.archive))
+            args += (len(write.append), *write.append)
+            keys += (partition.key(write.episode_id), partition.log_key(write.episode_id))
         return [bool(reply) for reply in await self._call(self._replace_script, keys, args)]
 
     def _remember(self, episode_id: str, version: Any, data: bytes | None) -> Versioned | None:
@@ -844,6 +627,15 @@ def _stream_order(stream_id: str) -> tuple[int, int]:
 def _is_stream_id(value: str) -> bool:
     match = _STREAM_ID.fullmatch(value)
     return match is not None and all(int(part) < 2**64 for part in match.groups())
+
+
+def _archive_args(archive: Archive | None) -> tuple[str, bytes, bytes]:
+    """An archive record as ``scripts.REPLACE_MANY`` takes it: its kind and two parts."""
+    if archive is None:
+        return "", b"", b""
+    if isinstance(archive, RecordWithLog):
+        return "log", archive.before, archive.after
+    return "record", archive, b""
 
 
 def _limit(value: int | None) -> int | str:
