@@ -35,10 +35,10 @@ YOUNG_COLLECTIONS_PER_FULL = 100
 is 10). Even after ``gc.freeze()``, a full collection walks the ~25-33k objects that the
 sessions keep alive (their coroutines, sockets, the store's cache) in ~10 ms of CPU, and
 under 64 WebSocket sessions it came every ~1.3 s: 68-92% of the steps at or above p99
-overlapped one, against 2-3% of all steps. At 100, a run of 8 rounds saw 2 full
-collections instead of 22-26, and the slow steps overlapping one fell to 3-14%; they
-had reclaimed almost nothing (0 objects, now and then ~600), so garbage waits little
-longer (bench/README.md, "The WebSocket tail")."""
+overlapped one, against 2-3% of all steps. At 100, runs of 8 rounds saw 2-5 full
+collections instead of 22-29, and the slow steps overlapping one fell to 3-18%. Full
+collections had reclaimed almost nothing (0 objects, now and then ~600), so garbage
+waits little longer (bench/README.md, "The WebSocket tail")."""
 
 
 def create_app(
