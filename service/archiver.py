@@ -51,11 +51,13 @@ WRITE_CHUNK = 20
 writes (~120 µs a record), and the event loop, each time it wakes, waits behind it for up
 to Python's switch interval (5 ms), again and again until the call returns. With a whole
 batch of 200 in one call (~24 ms of CPU), 71-94% of the WebSocket steps at or above p99
-overlapped an archive write, against 15-17% of all steps; in calls of 20 (~2.4 ms, under
-the switch interval) the slow steps overlap the writes about as often as any step does
-(bench/README.md, "The WebSocket tail"). Batches of 20 read from the store instead did
-as well for the tail but fell behind: ~6 store calls a batch, each waiting its turn on a
-busy loop, let the backlog grow by ~100 records a second under that load."""
+overlapped an archive write, against 15-17% of all steps. In calls of 20 (~2.4 ms, under
+the switch interval), with ``app.YOUNG_COLLECTIONS_PER_FULL``, Wander's p99 over
+OpenEnv's in the same rounds went from 2.27 to 1.89 and from 2.10 to 1.49 (two runs of 8
+rounds on a busy machine; bench/README.md, "The WebSocket tail"). Batches of 20 read from
+the store instead did as well for the tail (10 and 50 within the noise of 20) but fell
+behind: with ~6 store calls a batch, each waiting its turn on the busy loop, the backlog
+grew to 1,341 records in 5 s, where chunks keep it under ~260."""
 MAX_ATTEMPTS = 3
 """Failures of one record, while the database takes others, before it is set aside."""
 STALL_SECONDS = 60.0
