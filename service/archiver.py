@@ -57,7 +57,7 @@ OpenEnv's in the same rounds went from 2.27 to 1.89 and from 2.10 to 1.49 (two r
 rounds on a busy machine; bench/README.md, "The WebSocket tail"). Batches of 20 read from
 the store instead did as well for the tail (10 and 50 within the noise of 20) but fell
 behind: with ~6 store calls a batch, each waiting its turn on the busy loop, the backlog
-grew to 1,341 records in 5 s, where chunks keep it under ~260."""
+grew to 1,341 records in 5 s, where chunks kept it under 280."""
 MAX_ATTEMPTS = 3
 """Failures of one record, while the database takes others, before it is set aside."""
 STALL_SECONDS = 60.0
