@@ -25,6 +25,7 @@ import random
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
@@ -42,6 +43,14 @@ class Tally:
     episodes: int = 0
     errors: int = 0
     latencies: list[float] = field(default_factory=list)
+    ended: list[float] = field(default_factory=list)
+    """When each timed request ended (``time.perf_counter``), for ``--latencies``."""
+
+    def timed(self, started: float) -> None:
+        """Count a request that began at ``started`` and ended now."""
+        now = time.perf_counter()
+        self.latencies.append(now - started)
+        self.ended.append(now)
 
 
 @dataclass
@@ -87,7 +96,7 @@ class Agent:
             if response.status >= 400:
                 tally.errors += 1
                 raise RuntimeError(payload)
-        tally.latencies.append(time.perf_counter() - started)
+        tally.timed(started)
         return payload
 
     async def create(self, n: int, tally: Tally) -> list[dict[str, Any]]:
@@ -128,7 +137,7 @@ class Agent:
                     move = random_move(result["observation"]["info"]["board"], self.rng)
                     started = time.perf_counter()
                     result = await ask("step", {"content": move})
-                    tally.latencies.append(time.perf_counter() - started)
+                    tally.timed(started)
                     tally.steps += 1
                 tally.episodes += 1
 
@@ -164,6 +173,7 @@ async def run_load(
     batch: int,
     opponent: str,
     api_key: str | None = None,
+    timeline: Path | None = None,
 ) -> LoadResult:
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
     timeout = aiohttp.ClientTimeout(total=60)
@@ -188,6 +198,8 @@ async def run_load(
         outcomes = await asyncio.gather(*runs, return_exceptions=True)
         elapsed = time.perf_counter() - started
     failed = sum(isinstance(outcome, BaseException) for outcome in outcomes)
+    if timeline is not None:
+        write_timeline(timeline, started, tallies)
     latencies = sorted(t for tally in tallies for t in tally.latencies)
     steps = sum(t.steps for t in tallies)
     episodes = sum(t.episodes for t in tallies)
@@ -207,6 +219,19 @@ async def run_load(
         p95_ms=_percentile(latencies, 0.95) * 1000,
         p99_ms=_percentile(latencies, 0.99) * 1000,
     )
+
+
+def write_timeline(path: Path, started: float, tallies: list[Tally]) -> None:
+    """Every timed request as ``seconds,latency_ms`` (seconds since the load began), in
+    the order they ended: whether the tail comes in bursts (a pause of the server) or is
+    spread over the run shows only over time (bench/README.md, "The WebSocket tail")."""
+    rows = sorted(
+        (end - started, latency)
+        for tally in tallies
+        for end, latency in zip(tally.ended, tally.latencies, strict=True)
+    )
+    lines = ["seconds,latency_ms", *(f"{end:.4f},{1000 * lat:.3f}" for end, lat in rows)]
+    path.write_text("\n".join(lines) + "\n")
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -229,6 +254,10 @@ def main() -> None:
         "--api-key", default=os.environ.get("WANDER_API_KEY"),
         help="the service's API key [default: $WANDER_API_KEY]",
     )  # fmt: skip
+    parser.add_argument(
+        "--latencies", type=Path, metavar="CSV",
+        help="write every timed request's end time and latency to CSV",
+    )  # fmt: skip
     args = parser.parse_args()
     try:
         import uvloop
@@ -237,8 +266,9 @@ def main() -> None:
     except ImportError:
         pass
     load = run_load(
-        args.url, args.agents, args.seconds, args.mode, args.batch, args.opponent, args.api_key
-    )
+        args.url, args.agents, args.seconds, args.mode, args.batch, args.opponent, args.api_key,
+        args.latencies,
+    )  # fmt: skip
     result = asyncio.run(load)
     print(json.dumps(asdict(result)))
 

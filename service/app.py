@@ -30,6 +30,16 @@ from wander.service.store import open_store
 
 log = logging.getLogger(__name__)
 
+YOUNG_COLLECTIONS_PER_FULL = 100
+"""Collections of the middle generation between two full ones, at least (Python's default
+is 10). Even after ``gc.freeze()``, a full collection walks the ~25-33k objects that the
+sessions keep alive (their coroutines, sockets, the store's cache) in ~10 ms of CPU, and
+under 64 WebSocket sessions it came every ~1.3 s: 68-92% of the steps at or above p99
+overlapped one, against 2-3% of all steps. At 100, runs of 8 rounds saw 2-5 full
+collections instead of 22-29, and the slow steps overlapping one fell to 3-18%. Full
+collections had reclaimed almost nothing (0 objects, now and then ~600), so garbage
+waits little longer (bench/README.md, "The WebSocket tail")."""
+
 
 def create_app(
     settings: Settings | None = None, *, dependencies: Sequence[params.Depends] = ()
@@ -65,9 +75,12 @@ def create_app(
         # off stop walking it each time (bench/README.md). Unfrozen when the service
         # stops, so that a process running many apps (the tests) can still free them.
         gc.freeze()
+        thresholds = gc.get_threshold()
+        gc.set_threshold(*thresholds[:2], YOUNG_COLLECTIONS_PER_FULL)
         try:
             yield
         finally:
+            gc.set_threshold(*thresholds)
             gc.unfreeze()
             archiver.stop()
             await worker

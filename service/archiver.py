@@ -46,6 +46,18 @@ from wander.service.store import EpisodeStore, Pending
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
 
+WRITE_CHUNK = 20
+"""Records per call into the worker thread. The thread holds the GIL while it parses and
+writes (~120 µs a record), and the event loop, each time it wakes, waits behind it for up
+to Python's switch interval (5 ms), again and again until the call returns. With a whole
+batch of 200 in one call (~24 ms of CPU), 71-94% of the WebSocket steps at or above p99
+overlapped an archive write, against 15-17% of all steps. In calls of 20 (~2.4 ms, under
+the switch interval), with ``app.YOUNG_COLLECTIONS_PER_FULL``, Wander's p99 over
+OpenEnv's in the same rounds went from 2.27 to 1.89 and from 2.10 to 1.49 (two runs of 8
+rounds on a busy machine; bench/README.md, "The WebSocket tail"). Batches of 20 read from
+the store instead did as well for the tail (10 and 50 within the noise of 20) but fell
+behind: with ~6 store calls a batch, each waiting its turn on the busy loop, the backlog
+grew to 1,341 records in 5 s, where chunks kept it under 280."""
 MAX_ATTEMPTS = 3
 """Failures of one record, while the database takes others, before it is set aside."""
 STALL_SECONDS = 60.0
@@ -218,8 +230,12 @@ class Archiver:
 
     async def _write(self, batch: Sequence[Pending]) -> None:
         # Parsed in the worker thread too: a batch of records is milliseconds of
-        # work that would otherwise stall every request waiting on the event loop.
-        await asyncio.to_thread(self._parse_and_write, [item.data for item in batch])
+        # work that would otherwise stall every request waiting on the event loop. In
+        # chunks, each its own transaction: a record written twice (a later chunk fails,
+        # the batch is written again) is still one row.
+        for start in range(0, len(batch), WRITE_CHUNK):
+            chunk = [item.data for item in batch[start : start + WRITE_CHUNK]]
+            await asyncio.to_thread(self._parse_and_write, chunk)
 
     def _parse_and_write(self, data: list[bytes]) -> None:
         _counted(self.archive.write, _parse(data))

@@ -21,7 +21,7 @@ from tests.poison import NUL_RUN, REFUSE_CURSED, execute, queue
 from tests.records import tictactoe_record, with_outcome
 from wander.service.archive import Archive, EpisodeFilter
 from wander.service.archive.migrations import upgrade
-from wander.service.archiver import Archiver
+from wander.service.archiver import WRITE_CHUNK, Archiver
 from wander.service.settings import Settings
 from wander.service.store import EpisodeStore, open_store
 
@@ -81,6 +81,24 @@ async def test_poison_records_are_dead_lettered_and_the_others_archived(
     assert "NUL" in letters[0].error
     assert "value too long for type character varying(64)" in letters[1].error
     assert await store.dead_letter_count() == 2
+
+
+async def test_a_poison_record_after_written_chunks_leaves_each_other_record_archived_once(
+    store: EpisodeStore, archive: Archive
+) -> None:
+    """A batch is written in chunks, each its own transaction: when a later chunk fails,
+    the chunks already committed are written again with the rest, as the same rows."""
+    records = [tictactoe_record(i, "win") for i in range(2 * WRITE_CHUNK + 5)]
+    poison = 2 * WRITE_CHUNK + 3  # in the third chunk
+    records[poison] = tictactoe_record(poison, "win", run=NUL_RUN)
+    await queue(store, *records)
+
+    await drained(Archiver(store, archive, poll_seconds=0.05))
+
+    assert archived(archive) == [r.id for i, r in enumerate(records) if i != poison]
+    [letter] = await store.dead_letters(10)
+    assert letter.data == records[poison].model_dump_json().encode()
+    assert await store.backlog() == 0
 
 
 async def test_a_record_failing_for_an_unnamed_reason_is_set_aside_after_three_attempts(
