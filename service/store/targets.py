@@ -98,7 +98,10 @@ class _PackedInC:
     A batch step's compare-and-set is one script call of ~9 arguments per episode (its
     head, the messages it appends, its archive record), and packing it was 7-8% of the
     service's CPU under batch load (py-spy, 1 agent x 256 episodes on Redis). Packing a
-    256-write call: 5.2 ms in Python, 2.7 ms here (best of 5, the same bytes)."""
+    256-write call: 5.2 ms in Python, 2.7 ms here (best of 5, the same bytes). The store's
+    client-side CPU per write in ``replace_many`` (256 writes of a 1.4 KB head and two
+    messages, real Redis, the two packings in one process, 12 interleaved rounds, two runs
+    on a shared machine): medians 15.9 -> 12.5 and 21.9 -> 14.8 µs."""
 
     _serializer = redis.connection.HiredisRespSerializer()
 
