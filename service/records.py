@@ -119,6 +119,10 @@ def is_done(episode: StoredEpisode) -> bool:
     return episode["status"] != "active"
 
 
+_second: list[Any] = [None, ""]
+"""The second ``now`` last formatted, and its text."""
+
+
 def now() -> str:
     """The current time as stored: ISO 8601 in UTC, as ``datetime.isoformat`` writes it
     (no fraction on a whole second).
@@ -134,7 +138,3 @@ def now() -> str:
         formatted = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
         _second[:] = (second, formatted)
     return f"{formatted}.{micros:06d}+00:00" if micros else f"{formatted}+00:00"
-
-
-_second: list[Any] = [None, ""]
-"""The second ``now`` last formatted, and its text."""

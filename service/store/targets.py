@@ -13,6 +13,7 @@ import redis.asyncio.sentinel
 import redis.cluster
 import redis.connection
 import redis.sentinel
+import redis.utils
 
 from wander.service.redis_url import RedisTarget
 
