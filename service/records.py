@@ -10,6 +10,7 @@ them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, NotRequired, TypedDict
@@ -118,6 +119,22 @@ def is_done(episode: StoredEpisode) -> bool:
     return episode["status"] != "active"
 
 
+_second: list[Any] = [None, ""]
+"""The second ``now`` last formatted, and its text."""
+
+
 def now() -> str:
-    """The current time as stored: ISO 8601 in UTC."""
-    return datetime.now(UTC).isoformat()
+    """The current time as stored: ISO 8601 in UTC, as ``datetime.isoformat`` writes it
+    (no fraction on a whole second).
+
+    Every step stamps its episode, and ``datetime.now(UTC).isoformat()`` was 3% of the
+    service's CPU under batch load (py-spy): the date and time of the current second
+    are formatted once, and each call adds its microseconds: 2.37 -> 1.01, 1.95 -> 0.94,
+    1.57 -> 0.65 µs a call (``timeit``, best of 5 x 100,000, three runs on a shared
+    machine)."""
+    second, micros = divmod(time.time_ns() // 1000, 1_000_000)
+    formatted_second, formatted = _second
+    if second != formatted_second:
+        formatted = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _second[:] = (second, formatted)
+    return f"{formatted}.{micros:06d}+00:00" if micros else f"{formatted}+00:00"

@@ -127,6 +127,12 @@ class Settings(BaseSettings):
     access_log: bool = Field(
         False, description="Log every request (costs a tenth of the throughput)."
     )
+    otel: bool = Field(
+        False,
+        description="FastAPI's native OpenTelemetry: a span and metrics of every request, "
+        "sent to the global providers when some are configured. Off, no request asks "
+        "whether they are (6-8 µs of the ~85 µs that the HTTP layer costs a step).",
+    )
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
 
     @field_validator("redis_url")

@@ -3,6 +3,7 @@ client, and synchronous ones of each primary for the start-up check."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import redis
@@ -10,7 +11,9 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.asyncio.sentinel
 import redis.cluster
+import redis.connection
 import redis.sentinel
+import redis.utils
 
 from wander.service.redis_url import RedisTarget
 
@@ -84,7 +87,34 @@ def async_client(target: RedisTarget, max_connections: int) -> Any:
     pool = redis.asyncio.BlockingConnectionPool.from_url(
         target.url, max_connections=max_connections, timeout=5, **_TIMEOUTS
     )
+    if redis.utils.HIREDIS_AVAILABLE:
+        pool.connection_class = _packed_in_c(pool.connection_class)
     return redis.asyncio.Redis.from_pool(pool)
+
+
+class _PackedInC:
+    """Commands packed by hiredis, in C, as redis-py's synchronous client packs them;
+    its asyncio connections pack them in Python, argument by argument.
+
+    A batch step's compare-and-set is one script call of ~9 arguments per episode (its
+    head, the messages it appends, its archive record), and packing it was 7-8% of the
+    service's CPU under batch load (py-spy, 1 agent x 256 episodes on Redis). Packing a
+    256-write call: 5.2 ms in Python, 2.7 ms here (best of 5, the same bytes). The store's
+    client-side CPU per write in ``replace_many`` (256 writes of a 1.4 KB head and two
+    messages, real Redis, the two packings in one process, 12 interleaved rounds, two runs
+    on a shared machine): medians 15.9 -> 12.5 and 21.9 -> 14.8 µs."""
+
+    _serializer = redis.connection.HiredisRespSerializer()
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        packed: list[bytes] = self._serializer.pack(*args)
+        return packed
+
+
+@functools.cache
+def _packed_in_c(connection_class: type) -> type:
+    """``connection_class`` (plain, TLS or Unix socket, as the URL says) packing in C."""
+    return type(connection_class.__name__, (_PackedInC, connection_class), {})
 
 
 def primaries(target: RedisTarget, timeout: float = 2.0) -> list[tuple[str, redis.Redis]]:
