@@ -2,15 +2,18 @@
 CPU (or a GPU where there is one), against a live service, each stage evaluated by
 the service.
 
-    python -m bench.learning [--grpo-steps 60] [--grpo-prompts 16] [--loss-type grpo]
-                             [--hidden 128] [--layers 4] [--sft-checkpoint DIR]
-                             [--results DIR] [--help for the rest]
+    python -m bench.learning [--grpo-steps 30] [--grpo-prompts 16] [--updates-per-batch 4]
+                             [--invalid-weight 5] [--loss-type grpo] [--hidden 128]
+                             [--layers 4] [--sft-checkpoint DIR] [--results DIR]
+                             [--help for the rest]
 
 Writes learning.md (the table, with the 95% interval of RL's gain in wins over
 SFT), learning.json and learning.png (reward components per GRPO step) to
-bench/results/. About 90 minutes on 2 CPU cores; on an H100, with
-``--hidden 256 --layers 8 --grpo-prompts 32 --grpo-steps 15 --eval-concurrency 512``,
-about 12.
+bench/results/. The defaults are sized for under 60 minutes on 2 quiet CPU cores
+(estimated from step times on a busy machine: bench/README.md, "Learning"). The
+H100 runs used the earlier recipe, ``--hidden 256 --layers 8 --grpo-prompts 32
+--grpo-steps 15 --updates-per-batch 1 --invalid-weight 1 --eval-concurrency 512``:
+about 12 minutes.
 """
 
 from __future__ import annotations
@@ -80,7 +83,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warmup-games", type=int, default=1000)
     parser.add_argument("--sft-steps", type=int, default=400)
-    parser.add_argument("--grpo-steps", type=int, default=60)
+    parser.add_argument("--grpo-steps", type=int, default=30, help="generation batches played")
+    parser.add_argument(
+        "--updates-per-batch", type=int, default=4,
+        help="optimizer steps per generation batch, each on an equal share of its groups "
+        "(TRL's steps_per_generation): more learning from each batch played",
+    )  # fmt: skip
     parser.add_argument("--grpo-prompts", type=int, default=16, help="episode groups per step")
     parser.add_argument("--grpo-lr", type=float, default=3e-4)
     parser.add_argument(
@@ -90,6 +98,12 @@ def main() -> None:
     parser.add_argument(
         "--loss-type", default="grpo", help="TRL's loss_type: grpo, cispo (the talk's), dapo..."
     )
+    parser.add_argument(
+        "--invalid-weight", type=float, default=5.0,
+        help="GRPO's weight on the invalid_move reward (-0.1 for a game with an invalid "
+        "move; the environment's weight is 1): heavier, the penalty is not drowned in the "
+        "spread of the wins",
+    )  # fmt: skip
     parser.add_argument(
         "--train-opponent", type=float, nargs=2, default=(0.5, 1.0), metavar=("MIN", "MAX"),
         help="the training opponent's random-move probability range; the talk's stage 1 "
@@ -200,12 +214,18 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         output_dir=str(scratch / "grpo"), max_completion_length=768,
         sampling={"max_tokens_per_turn": args.max_tokens_per_turn, "temperature": 1.0},
         grpo={"num_generations": 8, "generation_batch_size": 8 * args.grpo_prompts,
-              "per_device_train_batch_size": 8 * args.grpo_prompts,
-              "max_steps": args.grpo_steps, "learning_rate": args.grpo_lr, "logging_steps": 1,
+              "per_device_train_batch_size": 8 * args.grpo_prompts // args.updates_per_batch,
+              "max_steps": args.grpo_steps * args.updates_per_batch,
+              "learning_rate": args.grpo_lr, "logging_steps": 1,
               "loss_type": args.loss_type, "beta": 0.0, "save_strategy": "no",
+              "gradient_checkpointing": False,  # TRL's default; a fifth of each update here
               "seed": args.grpo_seed},
     )  # fmt: skip
     with WanderClient(url) as wander:
+        components = wander.environment("tictactoe").reward_components
+        run.grpo["reward_weights"] = [
+            args.invalid_weight if c.name == "invalid_move" else c.weight for c in components
+        ]
         trainer = grpo_trainer(run, wander, model, tokenizer)
         trainer.train()
     report["curve"] = [e for e in trainer.state.log_history if "reward" in e]
@@ -261,7 +281,9 @@ def write(report: dict[str, Any], results: Path) -> None:
         f"{report['minutes']} minutes in all: {args['warmup_games']} warm-up games, "
         f"{args['sft_steps']} SFT steps, {args['grpo_steps']} GRPO steps of "
         f"{args['grpo_prompts']} x 8 games against a {low:.0%}-{high:.0%} random opponent "
-        f"({args['loss_type']} loss, lr {args['grpo_lr']:g}). Each stage evaluated on "
+        f"({args['loss_type']} loss, lr {args['grpo_lr']:g}, {args['updates_per_batch']} "
+        f"optimizer steps per batch, invalid-move weight {args['invalid_weight']:g}). "
+        "Each stage evaluated on "
         f"{games} eval games per opponent "
         f"(the untrained base on {min(games, BASE_EVAL_GAMES)}) by the service (a rate's "
         f"standard error is at most {50 / math.sqrt(games):.0f} "
