@@ -130,6 +130,8 @@ def test_the_pods_run_the_service_as_compose_does() -> None:
     wander = container(deployment)
     dockerfile = (ROOT / "Dockerfile").read_text()
     service_stage = dockerfile.split(" AS service\n", 1)[1].split("\nFROM ", 1)[0]
+    # The image "wander" is `docker build -t wander .`, which builds the last stage.
+    assert dockerfile.rsplit("\nFROM ", 1)[1].startswith("python:3.11-slim AS service\n")
     [user] = re.findall(r"^USER (\d+)$", service_stage, re.MULTILINE)
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     assert pod["spec"]["securityContext"]["runAsUser"] == int(user)
