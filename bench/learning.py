@@ -293,24 +293,26 @@ def write(report: dict[str, Any], results: Path) -> None:
         "points).",
         "",
         "| stage | vs random: win / draw / loss | vs optimal: win / draw / loss | format "
-        "| games with an invalid move |",
+        "| games with an invalid move: vs random / vs optimal |",
         "|---|---|---|---|---|",
     ]
     for name, table in stages.items():
         r, o = table["random"], table["optimal"]
         fmt = (r["format"] + o["format"]) / 2
-        invalid = (r["invalid"] + o["invalid"]) / 2
         lines.append(
             f"| {name} | {r['win']:.0%} / {r['draw']:.0%} / {r['loss']:.0%} "
-            f"| {o['win']:.0%} / {o['draw']:.0%} / {o['loss']:.0%} | {fmt:.0%} | {invalid:.0%} |"
+            f"| {o['win']:.0%} / {o['draw']:.0%} / {o['loss']:.0%} | {fmt:.0%} "
+            f"| {r['invalid']:.0%} / {o['invalid']:.0%} |"
         )
-    before, after = stages["sft"]["random"]["win"], stages["grpo"]["random"]["win"]
-    error = math.sqrt((before * (1 - before) + after * (1 - after)) / games)
+    changes = [
+        ("wins against the random opponent", "random", "win"),
+        ("games with an invalid move, against the random opponent", "random", "invalid"),
+        ("games with an invalid move, against the optimal opponent", "optimal", "invalid"),
+    ]
+    lines += ["", "GRPO - SFT, in points, with the 95% interval:", ""]
     lines += [
-        "",
-        f"GRPO - SFT, wins against the random opponent: {100 * (after - before):+.0f} points "
-        f"(95% interval {100 * (after - before - 1.96 * error):+.0f} to "
-        f"{100 * (after - before + 1.96 * error):+.0f}).",
+        difference(what, stages["sft"], stages["grpo"], opponent, rate, games)
+        for what, opponent, rate in changes
     ]
     failed = {
         f"{name} vs {opponent}": row["errors"]
@@ -324,6 +326,24 @@ def write(report: dict[str, Any], results: Path) -> None:
     (results / "learning.md").write_text("\n".join(lines) + "\n")
     plot(report["curve"], report["device"], results / "learning.png")
     print("\n".join(lines))
+
+
+def difference(
+    what: str,
+    before: dict[str, dict[str, float]],
+    after: dict[str, dict[str, float]],
+    opponent: str,
+    rate: str,
+    games: int,
+) -> str:
+    """A list item: the change of one rate from ``before`` to ``after`` in points, and
+    its 95% interval (two independent samples of ``games`` games each)."""
+    p, q = before[opponent][rate], after[opponent][rate]
+    error = 1.96 * math.sqrt((p * (1 - p) + q * (1 - q)) / games)
+    return (
+        f"- {what}: {100 * (q - p):+.0f} ({100 * (q - p - error):+.0f} to "
+        f"{100 * (q - p + error):+.0f})"
+    )
 
 
 def plot(curve: list[dict[str, Any]], device: str, path: Path) -> None:

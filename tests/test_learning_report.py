@@ -1,0 +1,36 @@
+"""The learning benchmark's report (`python -m bench.learning`): what README's learning
+table is copied from, so its numbers and intervals must be right."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.learning import write
+
+
+def _row(win: float, invalid: float) -> dict[str, float]:
+    return {"win": win, "draw": 0.0, "loss": 1 - win, "format": 1.0, "invalid": invalid,
+            "errors": 0}  # fmt: skip
+
+
+def test_the_report_gives_each_target_its_change_and_95_percent_interval(tmp_path: Path) -> None:
+    args = {"eval_games": 500, "train_opponent": [0.5, 1.0], "hidden": 128, "layers": 4,
+            "warmup_games": 1000, "sft_steps": 400, "grpo_steps": 20, "grpo_prompts": 16,
+            "loss_type": "grpo", "grpo_lr": 1e-3, "updates_per_batch": 4,
+            "invalid_weight": 5.0}  # fmt: skip
+    stages = {
+        "sft": {"random": _row(0.25, 0.80), "optimal": _row(0.0, 0.70)},
+        "grpo": {"random": _row(0.40, 0.60), "optimal": _row(0.0, 0.70)},
+    }
+    curve = [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}]
+    report = {"args": args, "stages": stages, "curve": curve, "minutes": 30.4, "device": "CPU"}
+    write(report, tmp_path)
+    table = (tmp_path / "learning.md").read_text()
+    assert "| grpo | 40% / 0% / 60% | 0% / 0% / 100% | 100% | 60% / 70% |" in table
+    # 1.96 * sqrt((.25 * .75 + .4 * .6) / 500) = 5.7 points; 1.96 * sqrt((.16 + .24) / 500) = 5.5
+    assert "- wins against the random opponent: +15 (+9 to +21)" in table
+    assert "- games with an invalid move, against the random opponent: -20 (-26 to -14)" in table
+    assert "- games with an invalid move, against the optimal opponent: +0 (-6 to +6)" in table
+    assert json.loads((tmp_path / "learning.json").read_text()) == report
+    assert (tmp_path / "learning.png").stat().st_size > 0
