@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -65,6 +66,29 @@ async def test_a_failing_backend_fails_every_waiting_game(app: ASGIApp) -> None:
 
     assert result.summary.errors == 4
     assert all("out of memory" in (r.error or "") for r in result.results)
+
+
+class NulBackend:
+    """Samples the NUL character, as an untrained model does now and then."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.answer = tokenizer.encode("<move>\x00</move>", add_special_tokens=False)
+
+    def generate(self, prompts: list[list[int]]) -> list[Generation]:
+        return [Generation(self.answer, None) for _ in prompts]
+
+
+async def test_a_sampled_nul_is_played_as_an_invalid_move_not_a_failed_game(app: ASGIApp) -> None:
+    policy = BackendPolicy(NulBackend(build_tokenizer()), build_tokenizer())
+    async with asgi_client(app) as wander:
+        result = await evaluate(
+            wander, "tictactoe", policy, examples=2, config={"max_turns": 2}, concurrency=2,
+            progress=False,
+        )  # fmt: skip
+
+    assert result.summary.errors == 0
+    assert [r.metrics["invalid_moves"] for r in result.results] == [2, 2]
+    assert [r.metrics["outcome"] for r in result.results] == ["loss", "loss"]
 
 
 def test_wander_eval_plays_a_saved_checkpoint(live: ServiceProcess, tmp_path: Path) -> None:

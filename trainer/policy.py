@@ -12,6 +12,7 @@ from wander.client import AssistantMessage, Message
 from wander.trainer.backends import Backend, Sampling, TransformersBackend
 from wander.trainer.models import load
 from wander.trainer.rollout import render
+from wander.trainer.text import storable
 
 
 class BackendPolicy:
@@ -86,11 +87,10 @@ class BackendPolicy:
         started = time.perf_counter()
         try:
             generations = self.backend.generate(prompts)
-            return list(
-                self.tokenizer.batch_decode(
-                    [g.token_ids for g in generations], skip_special_tokens=True
-                )
+            texts = self.tokenizer.batch_decode(
+                [g.token_ids for g in generations], skip_special_tokens=True
             )
+            return [storable(text) for text in texts]  # a NUL is a move, not a failed game
         finally:
             self._generation_seconds = time.perf_counter() - started
 
