@@ -112,6 +112,11 @@ def main() -> None:
         help="the training opponent's random-move probability range; the talk's stage 1 "
         "(0.2-0.7) gives this tiny model too few wins to learn from",
     )  # fmt: skip
+    parser.add_argument(
+        "--train-max-turns", type=int, default=None, metavar="N",
+        help="the training games' turn limit (the environment's max_turns, 8 by default, "
+        "which evaluation keeps): fewer, each invalid move costs more games",
+    )  # fmt: skip
     parser.add_argument("--eval-games", type=int, default=500)
     parser.add_argument(
         "--eval-concurrency", type=int, default=32,
@@ -172,6 +177,7 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
     stage = report["stages"]
     low, high = args.train_opponent
     train_opponent = {"min_random_move_prob": low, "max_random_move_prob": high}
+    turn_limit = {} if args.train_max_turns is None else {"max_turns": args.train_max_turns}
 
     def evaluate_stage(name: str, games: int) -> None:
         started = time.time()
@@ -213,7 +219,7 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
 
     run = GRPORunConfig(
         model="tiny", url=url, env="tictactoe", examples=4096, run="grpo",
-        env_config={**train_opponent, "num_groups": args.grpo_prompts},
+        env_config={**train_opponent, "num_groups": args.grpo_prompts, **turn_limit},
         output_dir=str(scratch / "grpo"), max_completion_length=768,
         sampling={"max_tokens_per_turn": args.max_tokens_per_turn, "temperature": 1.0},
         grpo={"num_generations": 8, "generation_batch_size": 8 * args.grpo_prompts,
@@ -278,13 +284,15 @@ def write(report: dict[str, Any], results: Path) -> None:
     args, stages = report["args"], report["stages"]
     games = args["eval_games"]
     low, high = args["train_opponent"]
+    limit = args.get("train_max_turns")  # absent from reports older than the option
+    turns = "" if limit is None else f"with {limit} turns at most "
     lines = [
         f"Tiny model ({args['hidden']} hidden, {args['layers']} layers) from scratch on "
         f"{report['device']}, "
         f"{report['minutes']} minutes in all: {args['warmup_games']} warm-up games, "
         f"{args['sft_steps']} SFT steps, {args['grpo_steps']} GRPO steps of "
         f"{args['grpo_prompts']} x 8 games against a {low:.0%}-{high:.0%} random opponent "
-        f"({args['loss_type']} loss, lr {args['grpo_lr']:g}, {args['updates_per_batch']} "
+        f"{turns}({args['loss_type']} loss, lr {args['grpo_lr']:g}, {args['updates_per_batch']} "
         f"optimizer steps per batch, invalid-move weight {args['invalid_weight']:g}). "
         "Each stage evaluated on "
         f"{games} eval games per opponent "
