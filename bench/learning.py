@@ -7,8 +7,9 @@ the service.
                              [--loss-type grpo] [--hidden 128] [--layers 4]
                              [--sft-checkpoint DIR] [--results DIR] [--help for the rest]
 
-Writes learning.md (the table, with the 95% interval of RL's gain in wins over
-SFT), learning.json and learning.png (reward components per GRPO step) to
+Writes learning.md (the table, and the change from SFT to GRPO of each target of
+the recipe, wins and games with an invalid move, with its 95% interval),
+learning.json and learning.png (reward components per GRPO step) to
 bench/results/. The defaults are sized for under 60 minutes on 2 quiet CPU cores
 (bench/README.md, "Learning"). The H100 runs used the earlier recipe, ``--hidden 256
 --layers 8 --grpo-prompts 32 --grpo-steps 15 --grpo-lr 3e-4 --updates-per-batch 1
