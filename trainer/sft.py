@@ -53,6 +53,7 @@ def build_trainer(
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
+    from wander.trainer.gradients import FiniteGradients
     from wander.trainer.models import device_defaults
 
     defaults = {
@@ -70,4 +71,5 @@ def build_trainer(
         args=args,
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
+        callbacks=[FiniteGradients()],
     )
