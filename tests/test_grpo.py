@@ -24,6 +24,7 @@ from wander.client import WanderClient
 from wander.service.archive.migrations import upgrade
 from wander.testing import ServiceProcess, free_port
 from wander.trainer.config import GRPORunConfig, load_config
+from wander.trainer.gradients import FiniteGradients
 from wander.trainer.grpo import CISPO_EPSILON_HIGH, build_trainer, stratified_order
 from wander.trainer.models import load
 from wander.trainer.tool_environment import tool_environment, wander_score
@@ -416,20 +417,34 @@ save_strategy = "no"
 def test_reward_weights_are_the_configs_or_the_environments(
     service: ServiceProcess, tmp_path: Path
 ) -> None:
-    def weights(grpo: dict[str, Any]) -> list[float]:
+    def weights(
+        grpo: dict[str, Any], metric_rewards: dict[str, float] | None = None
+    ) -> list[float]:
         run = GRPORunConfig(url=service.url, output_dir=str(tmp_path), grpo={
             "num_generations": 2, "generation_batch_size": 4, "per_device_train_batch_size": 4,
             **grpo,
-        })  # fmt: skip
+        }, metric_rewards=metric_rewards or {})  # fmt: skip
         model, tokenizer = load("tiny")
         with WanderClient(service.url) as client:
             trainer = build_trainer(run, client, model, tokenizer)
+        assert any(isinstance(c, FiniteGradients) for c in trainer.callback_handler.callbacks)
+        assert [f.__name__ for f in trainer.reward_funcs] == [  # TRL logs rewards/<name>/mean
+            "win", "format", "invalid_move", *(metric_rewards or {})
+        ]  # fmt: skip
         return [float(w) for w in trainer.reward_weights]  # what TRL weighs the rewards by
 
     assert weights({}) == pytest.approx([1.0, 0.2, 1.0])  # tictactoe's: win, format, invalid_move
     assert weights({"reward_weights": [1.0, 0.0, 3.0]}) == [1.0, 0.0, 3.0]
     with pytest.raises(ValueError, match=r"2 weights for 3 reward functions \(win, format, inv"):
         weights({"reward_weights": [1.0, 0.5]})
+    # A rewarded score metric comes after the components, with its own weight.
+    metric = {"invalid_moves": -0.25}
+    assert weights({}, metric) == pytest.approx([1.0, 0.2, 1.0, -0.25])
+    assert weights({"reward_weights": [1.0, 0.0, 5.0, -0.5]}, metric) == [1.0, 0.0, 5.0, -0.5]
+    with pytest.raises(ValueError, match="3 weights for 4 reward functions"):
+        weights({"reward_weights": [1.0, 0.2, 5.0]}, metric)
+    with pytest.raises(ValueError, match="names invalid_move, which tictactoe's score comp"):
+        weights({}, {"invalid_move": -1.0})
 
 
 def train_command(

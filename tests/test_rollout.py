@@ -9,9 +9,10 @@ import pytest
 from transformers import GenerationConfig
 from trl import chat_template_utils
 
-from tests.agents import ScriptedBackend
+from tests.agents import ScriptedBackend, answer, perfect_agent
 from tests.helpers import DeletingClient
 from wander.client import WanderClient
+from wander.service.envs.tictactoe.env import INVALID_MOVE_PENALTY
 from wander.service.envs.tictactoe.game import optimal_moves
 from wander.testing import ServiceProcess
 from wander.trainer.backends import Generation, stop_token_ids
@@ -68,6 +69,43 @@ def test_completion_is_model_and_environment_tokens_with_the_mask(live: ServiceP
         assert tokenizer.decode(environment).count("<|im_start|>user") == record.turn - 1
         assert all(lp == 0.0 for lp, m in zip(output["logprobs"][i], mask, strict=True) if m == 0)
         assert all(lp == -0.5 for lp, m in zip(output["logprobs"][i], mask, strict=True) if m == 1)
+
+
+def taken_cell_agent(board: str) -> str:
+    """Plays a taken cell while there is one (so again and again), else the best move."""
+    taken = [cell for cell, mark in enumerate(board) if mark != "."]
+    return answer(taken[0]) if taken else perfect_agent(board)
+
+
+def test_a_rewarded_metric_comes_back_per_episode_as_a_number(live: ServiceProcess) -> None:
+    """The count of invalid moves, where the invalid_move component marks a game once."""
+    tokenizer = build_tokenizer()
+    with WanderClient(live.url) as client:
+        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
+                                metrics=["invalid_moves"], run="rollout-metric",
+                                backend=ScriptedBackend(tokenizer, taken_cell_agent))  # fmt: skip
+        output = rollout([example_prompt(3)] * 2 + [example_prompt(8)] * 2)
+        scores = [client.score(episode_id) for episode_id in output["episode_id"]]
+    counts = [score.metrics["invalid_moves"] for score in scores]
+    assert output["invalid_moves"] == [float(count) for count in counts]
+    assert max(counts) > 1 and set(output["invalid_move"]) == {INVALID_MOVE_PENALTY}
+
+
+@pytest.mark.parametrize(
+    ("name", "held"),
+    [("outcome", "str, not a number, in"), ("invalid_move_count", "absent from")],
+)
+def test_a_rewarded_metric_that_is_no_number_stops_the_run_naming_those_that_are(
+    live: ServiceProcess, name: str, held: str
+) -> None:
+    tokenizer = build_tokenizer()
+    with WanderClient(live.url) as client:
+        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
+                                metrics=[name], run="rollout-metric-wrong",
+                                backend=ScriptedBackend(tokenizer))  # fmt: skip
+        numeric = "invalid_moves, model_starts, random_move_prob, turns"
+        with pytest.raises(ValueError, match=rf"'{name}', {held} .*\(numeric metrics: {numeric}\)"):
+            rollout([example_prompt(3)])
 
 
 class NulBackend(ScriptedBackend):

@@ -111,6 +111,16 @@ def test_max_failure_rate_is_a_share_of_the_batch_for_wanders_rollout() -> None:
         GRPORunConfig(rollout="environment_factory", max_failure_rate=0.5)
 
 
+def test_metric_rewards_are_for_wanders_rollout() -> None:
+    """TRL's tool loop is rewarded with the score total alone: a metric reward there
+    would be silently ignored."""
+    assert GRPORunConfig(metric_rewards={"invalid_moves": -0.25}).metric_rewards == {
+        "invalid_moves": -0.25
+    }
+    with pytest.raises(ValueError, match='metric_rewards is for rollout = "rollout_func"'):
+        GRPORunConfig(rollout="environment_factory", metric_rewards={"invalid_moves": -0.25})
+
+
 def test_each_group_is_one_example_repeated() -> None:
     assert episode_groups([3, 3, 3, 3, 8, 8, 8, 8], 4) == [(3, 4), (8, 4)]
     assert episode_groups([3] * 8, 4) == [(3, 4), (3, 4)]  # two groups of one example

@@ -64,6 +64,13 @@ class GRPORunConfig(BaseModel):
         "masked) and counted as wander/failed_episodes; above it the run stops.",
     )
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    metric_rewards: dict[str, float] = Field(
+        default_factory=dict,
+        description="Numeric score metrics made reward functions, each with its weight, after "
+        "the environment's score components: e.g. `{invalid_moves = -1.0}` in tic-tac-toe "
+        "costs every invalid move, where the `invalid_move` component marks a game once. "
+        "`[grpo] reward_weights`, if set, weighs the components, then these.",
+    )
     eval_examples: int = Field(
         0,
         ge=0,
@@ -148,6 +155,11 @@ class GRPORunConfig(BaseModel):
             raise ValueError(
                 'sampling.max_tokens_per_turn is for rollout = "rollout_func"; TRL\'s tool '
                 "loop (environment_factory) generates each turn within max_completion_length"
+            )
+        if self.metric_rewards:
+            raise ValueError(
+                'metric_rewards is for rollout = "rollout_func"; TRL\'s tool loop '
+                "(environment_factory) is rewarded with Wander's score total"
             )
         if "max_failure_rate" in self.model_fields_set:
             raise ValueError(

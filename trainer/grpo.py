@@ -34,10 +34,11 @@ def stratified_order(examples: int, groups: int, seed: int = 0) -> list[int]:
 def reward_function(
     component: str, *, counts_failures: bool = False
 ) -> Callable[..., list[float | None]]:
-    """A TRL reward function reading one score component the rollout returned: None
-    for a failed episode, which TRL leaves out of its group's baseline (advantage 0).
-    ``counts_failures``: also logs how many episodes of the batch failed, as
-    ``wander/failed_episodes`` (one of a run's reward functions does)."""
+    """A TRL reward function reading one field the rollout returned (a score component
+    or a rewarded metric): None for a failed episode, which TRL leaves out of its
+    group's baseline (advantage 0). ``counts_failures``: also logs how many episodes
+    of the batch failed, as ``wander/failed_episodes`` (one of a run's reward
+    functions does)."""
 
     def reward(
         prompts: list[Any],
@@ -137,15 +138,23 @@ class RolloutPlan:
 
 def rollout_func_plan(run: GRPORunConfig, client: WanderClient, tokenizer: Any) -> RolloutPlan:
     """Wander's rollout function plays the episodes; one reward function per score
-    component, with the environment's weight."""
+    component, with the environment's weight, then one per ``metric_rewards`` entry,
+    with its own."""
     components = client.environment(run.env).reward_components
+    names = [c.name for c in components]
+    if clashes := sorted(set(names) & run.metric_rewards.keys()):
+        raise ValueError(
+            f"metric_rewards names {', '.join(clashes)}, which {run.env}'s score components "
+            "name too: weigh a component with [grpo] reward_weights"
+        )
 
     def rollout(split: str, label: str | None) -> WanderRollout:
         return WanderRollout(
             client,
             run.env,
             tokenizer,
-            [c.name for c in components],
+            names,
+            metrics=list(run.metric_rewards),
             config=run.env_config,
             split=split,
             run=label,
@@ -162,8 +171,11 @@ def rollout_func_plan(run: GRPORunConfig, client: WanderClient, tokenizer: Any) 
     train = rollout(run.split, run.run)
     evaluation = rollout(run.eval_split, f"{run.run}-eval" if run.run else None)
     return RolloutPlan(
-        [reward_function(c.name, counts_failures=i == 0) for i, c in enumerate(components)],
-        [c.weight for c in components],
+        [
+            reward_function(name, counts_failures=i == 0)
+            for i, name in enumerate([*names, *run.metric_rewards])
+        ],
+        [*(c.weight for c in components), *run.metric_rewards.values()],
         lambda example: {"prompt": example_prompt(example)},
         {"rollout_func": ByMode(train, evaluation) if run.eval_examples else train},
     )
@@ -187,6 +199,8 @@ def build_trainer(run: GRPORunConfig, client: WanderClient, model: Any, tokenize
     ``eval_examples``, the first examples of ``eval_split`` to evaluate on."""
     from datasets import Dataset
     from trl import GRPOTrainer
+
+    from wander.trainer.gradients import FiniteGradients
 
     args = trl_args(run)
     if run.rollout == "environment_factory":
@@ -213,5 +227,6 @@ def build_trainer(run: GRPORunConfig, client: WanderClient, model: Any, tokenize
         ),
         processing_class=tokenizer,
         peft_config=peft_config,
+        callbacks=[FiniteGradients()],
         **plan.generation,
     )

@@ -10,7 +10,9 @@ batch ``POST /v1/step``, repeat until all are done.
 What the trainer learns from is the model's own sampled token ids for its turns;
 the environment's turns are tokenized from the chat-template delta and masked
 out of the loss (``env_mask`` 0). The service's score components come back as
-extra fields, one per reward component.
+extra fields, one per reward component, and so do the numeric score metrics a run
+rewards (``metrics``: e.g. tic-tac-toe's count of invalid moves, where the
+``invalid_move`` component marks a game once however many it holds).
 
 The trainer's sequence is the conversation as the chat template renders it, each
 model turn as sampled: prompt, then per turn the model's tokens (up to and with
@@ -40,7 +42,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from wander.client import StepError, WanderClient
+from wander.client import Score, StepError, WanderClient
 from wander.trainer.backends import (
     Backend,
     Generation,
@@ -231,6 +233,20 @@ class Trajectory:
         self.env_mask = [0] * len(self.env_mask)
 
 
+def metric(score: Score, name: str) -> float:
+    """A score metric as a reward: a number (a count, a rate, a flag), or a
+    configuration error naming the metrics the score has."""
+    value = score.metrics.get(name)
+    if isinstance(value, int | float):
+        return float(value)
+    numeric = sorted(key for key, v in score.metrics.items() if isinstance(v, int | float))
+    held = "absent from" if value is None else f"{type(value).__name__}, not a number, in"
+    raise ValueError(
+        f"metric_rewards names {name!r}, {held} the environment's scores "
+        f"(numeric metrics: {', '.join(numeric) or 'none'})"
+    )
+
+
 class WanderRollout:
     """``rollout_func`` for TRL's ``GRPOTrainer`` (see the module docstring)."""
 
@@ -241,6 +257,7 @@ class WanderRollout:
         tokenizer: Any,
         components: Sequence[str],
         *,
+        metrics: Sequence[str] = (),
         config: dict[str, Any] | None = None,
         split: str = "train",
         run: str | None = None,
@@ -250,11 +267,14 @@ class WanderRollout:
         stop_ids: Sequence[int] | None = None,
         max_failure_rate: float = MAX_FAILURE_RATE,
     ) -> None:
-        """``stop_ids``: the tokens that end a model's turn; by default the trainer's
-        model's, as TRL stops on them (``stop_token_ids``). ``max_failure_rate``: the
-        share of a batch's episodes that may fail (see the module docstring)."""
+        """``metrics``: score metrics returned as fields too, for reward functions
+        over them; each must be a number in every score. ``stop_ids``: the tokens that
+        end a model's turn; by default the trainer's model's, as TRL stops on them
+        (``stop_token_ids``). ``max_failure_rate``: the share of a batch's episodes
+        that may fail (see the module docstring)."""
         self.client, self.env, self.tokenizer = client, env, tokenizer
         self.components = list(components)
+        self.metrics = list(metrics)
         self.config, self.split, self.run = config, split, run
         self.sampling = sampling or Sampling()
         self.max_completion_length = max_completion_length
@@ -323,6 +343,8 @@ class WanderRollout:
         }
         for name in self.components:
             output[name] = [None if score is None else score.components[name] for score in scores]
+        for name in self.metrics:
+            output[name] = [None if score is None else metric(score, name) for score in scores]
         return output
 
     def _play(
