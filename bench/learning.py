@@ -4,6 +4,7 @@ the service.
 
     python -m bench.learning [--grpo-steps 20] [--grpo-prompts 16] [--grpo-lr 1e-3]
                              [--updates-per-batch 4] [--invalid-weight 5]
+                             [--invalid-move-cost 0.25]
                              [--loss-type grpo] [--hidden 128] [--layers 4]
                              [--sft-checkpoint DIR] [--results DIR] [--help for the rest]
 
@@ -108,6 +109,13 @@ def main() -> None:
         "move; the environment's weight is 1): heavier, the penalty is not drowned in the "
         "spread of the wins",
     )  # fmt: skip
+    parser.add_argument(
+        "--invalid-move-cost",
+        type=float,
+        default=0.25,
+        help="GRPO's reward lost per invalid move (the invalid_moves score metric), on top of "
+        "the invalid_move component's once per game",
+    )
     parser.add_argument(
         "--train-opponent", type=float, nargs=2, default=(0.5, 1.0), metavar=("MIN", "MAX"),
         help="the training opponent's random-move probability range; the talk's stage 1 "
@@ -222,6 +230,7 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         model="tiny", url=url, env="tictactoe", examples=4096, run="grpo",
         env_config={**train_opponent, "num_groups": args.grpo_prompts, **turn_limit},
         output_dir=str(scratch / "grpo"), max_completion_length=768,
+        metric_rewards={"invalid_moves": -args.invalid_move_cost} if args.invalid_move_cost else {},
         sampling={"max_tokens_per_turn": args.max_tokens_per_turn, "temperature": 1.0},
         grpo={"num_generations": 8, "generation_batch_size": 8 * args.grpo_prompts,
               "per_device_train_batch_size": 8 * args.grpo_prompts // args.updates_per_batch,
@@ -234,7 +243,8 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
     with WanderClient(url) as wander:
         components = wander.environment("tictactoe").reward_components
         run.grpo["reward_weights"] = [
-            args.invalid_weight if c.name == "invalid_move" else c.weight for c in components
+            *(args.invalid_weight if c.name == "invalid_move" else c.weight for c in components),
+            *run.metric_rewards.values(),
         ]
         trainer = grpo_trainer(run, wander, model, tokenizer)
         trainer.train()
@@ -287,6 +297,8 @@ def write(report: dict[str, Any], results: Path) -> None:
     low, high = args["train_opponent"]
     limit = args.get("train_max_turns")  # absent from reports older than the option
     turns = "" if limit is None else f"with {limit} turns at most "
+    cost = args.get("invalid_move_cost")  # likewise
+    per_move = f", {cost:g} per invalid move" if cost else ""
     lines = [
         f"Tiny model ({args['hidden']} hidden, {args['layers']} layers) from scratch on "
         f"{report['device']}, "
@@ -294,7 +306,7 @@ def write(report: dict[str, Any], results: Path) -> None:
         f"{args['sft_steps']} SFT steps, {args['grpo_steps']} GRPO steps of "
         f"{args['grpo_prompts']} x 8 games against a {low:.0%}-{high:.0%} random opponent "
         f"{turns}({args['loss_type']} loss, lr {args['grpo_lr']:g}, {args['updates_per_batch']} "
-        f"optimizer steps per batch, invalid-move weight {args['invalid_weight']:g}). "
+        f"optimizer steps per batch, invalid-move weight {args['invalid_weight']:g}{per_move}). "
         "Each stage evaluated on "
         f"{games} eval games per opponent "
         f"(the untrained base on {min(games, BASE_EVAL_GAMES)}) by the service (a rate's "
