@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ import torch
 from transformers import TrainerCallback
 
 from tests.test_sft import TRANSCRIPT
-from wander.trainer.gradients import NonFiniteGradientError
+from wander.trainer.gradients import FiniteGradients, NonFiniteGradientError
 from wander.trainer.sft import build_trainer
 from wander.trainer.tiny import build_model, build_tokenizer
 
@@ -44,3 +45,19 @@ def test_a_nan_gradient_stops_the_run_with_the_weights_as_they_were(tmp_path: Pa
     [after_step_1] = snapshots.weights
     for name, value in model.state_dict().items():
         assert value.isfinite().all() and torch.equal(value, after_step_1[name]), name
+
+
+def test_under_fp16_loss_scaling_an_overflow_is_left_to_the_scaler() -> None:
+    """fp16's gradient scaler expects overflowing steps: it skips them and lowers its
+    scale, so the run must go on; without a scaler the same gradient stops it."""
+    model = torch.nn.Linear(2, 1)
+    model(torch.ones(1, 2)).sum().backward()
+    model.weight.grad[0, 0] = float("inf")
+    check = FiniteGradients().on_pre_optimizer_step
+    args, state = SimpleNamespace(learning_rate=1e-3), SimpleNamespace(global_step=6)
+    scaled = SimpleNamespace(scaler=torch.amp.GradScaler("cpu"))
+    check(args, state, None, model=model, optimizer=scaled)  # type: ignore[arg-type]
+    unscaled = SimpleNamespace(scaler=None)
+    expected = r"step 7 is not finite \(in 1 parameters, the first weight\)"
+    with pytest.raises(NonFiniteGradientError, match=expected):
+        check(args, state, None, model=model, optimizer=unscaled)  # type: ignore[arg-type]

@@ -5,7 +5,9 @@ for the model) silently turns every weight into NaN; the run goes on, and Wander
 rollout then samples from NaN probabilities: on a GPU a device-side assert many
 steps later, which names neither the step nor the cause (seen on an H100 in
 bench.learning's larger model). Checked after clipping, before the optimizer step,
-so the weights and the last checkpoint stay as they were.
+so the weights and the last checkpoint stay as they were. Not under fp16's loss
+scaling: there an overflowing gradient is expected, and the scaler skips that step
+and lowers its scale.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ class FiniteGradients(TrainerCallback):
         state: TrainerState,
         control: TrainerControl,
         model: torch.nn.Module | None = None,
+        optimizer: Any = None,
         **kwargs: Any,
     ) -> None:
-        if model is None:
+        if model is None or getattr(optimizer, "scaler", None) is not None:
             return
         grads = [p.grad.detach() for p in model.parameters() if p.grad is not None]
         if not grads or bool(torch.stack(torch._foreach_norm(grads)).isfinite().all()):
