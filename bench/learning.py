@@ -97,6 +97,10 @@ def main() -> None:
         "this tiny model by nothing measurable",
     )  # fmt: skip
     parser.add_argument(
+        "--grpo-warmup-steps", type=int, default=0,
+        help="optimizer steps of linear warm-up to --grpo-lr (TRL's warmup_steps)",
+    )  # fmt: skip
+    parser.add_argument(
         "--grpo-seed", type=int, default=42,
         help="TRL's seed (sampling, the examples' order): replicate GRPO on one SFT checkpoint",
     )  # fmt: skip
@@ -235,7 +239,8 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         grpo={"num_generations": 8, "generation_batch_size": 8 * args.grpo_prompts,
               "per_device_train_batch_size": 8 * args.grpo_prompts // args.updates_per_batch,
               "max_steps": args.grpo_steps * args.updates_per_batch,
-              "learning_rate": args.grpo_lr, "logging_steps": 1,
+              "learning_rate": args.grpo_lr, "warmup_steps": args.grpo_warmup_steps,
+              "logging_steps": 1,
               "loss_type": args.loss_type, "beta": 0.0, "save_strategy": "no",
               "gradient_checkpointing": False,  # TRL's default; a fifth of each update here
               "seed": args.grpo_seed},
@@ -261,13 +266,17 @@ def warm_up(
     opponent: dict[str, float],
     scratch: Path,
 ) -> None:
-    """SFT on the non-lost games of the noisy minimax baseline."""
+    """SFT on the non-lost games of the noisy minimax baseline, played on the train
+    split (the stages are evaluated on the eval split) one game at a time: the
+    baseline's random draws then fall in the same games on every run, and so the SFT
+    data and model repeat (concurrent games drew them in whatever order the games
+    happened to interleave, and each run trained its own SFT model)."""
 
     async def play() -> None:
         async with AsyncWanderClient(url) as wander:
             await evaluate(
                 wander, "tictactoe", MinimaxPolicy(noise=0.1, seed=0), examples=args.warmup_games,
-                config=opponent, run="warmup", progress=False,
+                config=opponent, split="train", run="warmup", concurrency=1, progress=False,
             )  # fmt: skip
 
     asyncio.run(play())
@@ -299,14 +308,17 @@ def write(report: dict[str, Any], results: Path) -> None:
     turns = "" if limit is None else f"with {limit} turns at most "
     cost = args.get("invalid_move_cost")  # likewise
     per_move = f", {cost:g} per invalid move" if cost else ""
+    warmup = args.get("grpo_warmup_steps")  # likewise
+    warmed = f" after {warmup} warm-up steps" if warmup else ""
     lines = [
         f"Tiny model ({args['hidden']} hidden, {args['layers']} layers) from scratch on "
         f"{report['device']}, "
         f"{report['minutes']} minutes in all: {args['warmup_games']} warm-up games, "
         f"{args['sft_steps']} SFT steps, {args['grpo_steps']} GRPO steps of "
         f"{args['grpo_prompts']} x 8 games against a {low:.0%}-{high:.0%} random opponent "
-        f"{turns}({args['loss_type']} loss, lr {args['grpo_lr']:g}, {args['updates_per_batch']} "
-        f"optimizer steps per batch, invalid-move weight {args['invalid_weight']:g}{per_move}). "
+        f"{turns}({args['loss_type']} loss, lr {args['grpo_lr']:g}{warmed}, "
+        f"{args['updates_per_batch']} optimizer steps per batch, invalid-move weight "
+        f"{args['invalid_weight']:g}{per_move}). "
         "Each stage evaluated on "
         f"{games} eval games per opponent "
         f"(the untrained base on {min(games, BASE_EVAL_GAMES)}) by the service (a rate's "

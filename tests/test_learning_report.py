@@ -17,7 +17,7 @@ def _row(win: float, invalid: float) -> dict[str, float]:
 def test_the_report_gives_each_target_its_change_and_95_percent_interval(tmp_path: Path) -> None:
     args = {"eval_games": 500, "train_opponent": [0.5, 1.0], "hidden": 128, "layers": 4,
             "warmup_games": 1000, "sft_steps": 400, "grpo_steps": 20, "grpo_prompts": 16,
-            "loss_type": "grpo", "grpo_lr": 1e-3, "updates_per_batch": 4,
+            "loss_type": "grpo", "grpo_lr": 1e-3, "grpo_warmup_steps": 8, "updates_per_batch": 4,
             "invalid_weight": 5.0, "invalid_move_cost": 0.25, "train_max_turns": 5}  # fmt: skip
     stages = {
         "sft": {"random": _row(0.25, 0.80), "optimal": _row(0.0, 0.70)},
@@ -28,6 +28,7 @@ def test_the_report_gives_each_target_its_change_and_95_percent_interval(tmp_pat
     write(report, tmp_path)
     table = (tmp_path / "learning.md").read_text()
     assert "against a 50%-100% random opponent with 5 turns at most (grpo loss" in table
+    assert "lr 0.001 after 8 warm-up steps, 4 optimizer steps per batch" in table
     assert "invalid-move weight 5, 0.25 per invalid move)." in table
     assert "| grpo | 40% / 0% / 60% | 0% / 0% / 100% | 100% | 60% / 70% |" in table
     # 1.96 * sqrt((.25 * .75 + .4 * .6) / 500) = 5.7 points; 1.96 * sqrt((.16 + .24) / 500) = 5.5
