@@ -2,7 +2,7 @@
 CPU (or a GPU where there is one), against a live service, each stage evaluated by
 the service.
 
-    python -m bench.learning [--grpo-steps 20] [--grpo-prompts 16] [--grpo-lr 1e-3]
+    python -m bench.learning [--grpo-steps 30] [--grpo-prompts 16] [--grpo-lr 3e-4]
                              [--updates-per-batch 4] [--invalid-weight 5]
                              [--invalid-move-cost 0.25]
                              [--loss-type grpo] [--hidden 128] [--layers 4]
@@ -82,9 +82,13 @@ def main() -> None:
     # `kill` then tears down the service this script started, as Ctrl-C does.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--warmup-games", type=int, default=1000)
-    parser.add_argument("--sft-steps", type=int, default=400)
-    parser.add_argument("--grpo-steps", type=int, default=20, help="generation batches played")
+    parser.add_argument(
+        "--warmup-games", type=int, default=4000,
+        help="noisy-minimax games played for SFT (a second each 100): at 1,000 the model "
+        "learnt their words but not to copy the free cells",
+    )  # fmt: skip
+    parser.add_argument("--sft-steps", type=int, default=800)
+    parser.add_argument("--grpo-steps", type=int, default=30, help="generation batches played")
     parser.add_argument(
         "--updates-per-batch", type=int, default=4,
         help="optimizer steps per generation batch, each on an equal share of its groups "
@@ -92,12 +96,12 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--grpo-prompts", type=int, default=16, help="episode groups per step")
     parser.add_argument(
-        "--grpo-lr", type=float, default=1e-3,
-        help="peak of TRL's linear decay; at 3e-4 (the H100 runs') 60 CPU batches moved "
-        "this tiny model by nothing measurable",
+        "--grpo-lr", type=float, default=3e-4,
+        help="peak of TRL's linear decay; at 1e-3 the first batches undid what SFT taught "
+        "(games with an invalid move 28%% -> 52%% in one batch)",
     )  # fmt: skip
     parser.add_argument(
-        "--grpo-warmup-steps", type=int, default=0,
+        "--grpo-warmup-steps", type=int, default=8,
         help="optimizer steps of linear warm-up to --grpo-lr (TRL's warmup_steps)",
     )  # fmt: skip
     parser.add_argument(
@@ -138,8 +142,8 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument(
-        "--max-tokens-per-turn", type=int, default=32,
-        help="the warm-up answers are at most 21 tokens with the tiny tokenizer; a turn's "
+        "--max-tokens-per-turn", type=int, default=48,
+        help="the warm-up answers are at most 39 tokens with the tiny tokenizer; a turn's "
         "generation lasts until its longest answer ends, so a generous cap costs time",
     )  # fmt: skip
     parser.add_argument(

@@ -131,12 +131,21 @@ def user(board: str) -> list[Message]:
     return [Message(role="user", content=render_board(board) + "\n\nYour turn.")]
 
 
+WIN = (
+    "<think>Available: 2, 5, 6, 7, 8. Cell 2 completes a line of X: I win.</think>\n<move>2</move>"
+)
+BLOCK = (
+    "<think>Available: 1, 2, 3, 5, 6, 8. O would complete a line at 1, so I block it.</think>\n"
+    "<move>1</move>"
+)
+
+
 async def test_the_baseline_explains_its_moves() -> None:
     policy = MinimaxPolicy(seed=0)
     win = (await policy.act(user("XX.OO...."))).content
-    assert win == "<think>Cell 2 completes a line of X: I win.</think>\n<move>2</move>"
+    assert win == WIN
     block = (await policy.act(user("X...O..O."))).content
-    assert block == "<think>O would complete a line at 1, so I block it.</think>\n<move>1</move>"
+    assert block == BLOCK
     noisy = MinimaxPolicy(noise=1.0, seed=0)
     moves = {(await noisy.act(user("X...O...."))).content for _ in range(40)}
     assert len(moves) == 7  # every free cell, optimal or not
@@ -256,10 +265,6 @@ def completion(server: ServiceProcess, content: str, **options: Any) -> httpx.Re
     response = httpx.post(f"{server.url}/v1/chat/completions", json=body)
     assert response.status_code == 200, response.text
     return response
-
-
-WIN = "<think>Cell 2 completes a line of X: I win.</think>\n<move>2</move>"
-BLOCK = "<think>O would complete a line at 1, so I block it.</think>\n<move>1</move>"
 
 
 def test_the_baseline_server_streams_as_openai_does(baseline_server: ServiceProcess) -> None:

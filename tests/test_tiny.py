@@ -26,9 +26,10 @@ def test_the_tokenizer_round_trips_answers_with_each_tag_one_token() -> None:
     assert tokenizer.decode(ids) == answer
     for tag in TAGS:
         assert tokenizer.convert_tokens_to_ids(tag) in ids
-    # The baseline's reasons are words of the vocabulary, not letters: an answer is
-    # a couple of dozen tokens, which is what max_tokens_per_turn budgets for.
-    assert len(ids) <= 24, [tokenizer.decode([i]) for i in ids]
+    # The baseline's reasons and the free cells it lists are words of the vocabulary,
+    # not letters: an answer is a few dozen tokens, which is what bench.learning's
+    # max_tokens_per_turn budgets for.
+    assert len(ids) <= 36, [tokenizer.decode([i]) for i in ids]
 
 
 def test_the_model_covers_every_token_the_tags_included() -> None:

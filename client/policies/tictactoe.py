@@ -80,8 +80,13 @@ def _explain(board: str, cell: int) -> str:
     return f"No line to finish or block; {cell} keeps {outcome}."
 
 
-def _answer(think: str, cell: int) -> str:
-    return f"<think>{think}</think>\n<move>{cell}</move>"
+def _answer(board: str, think: str, cell: int) -> str:
+    """The answer for ``cell``, its thought opening with the free cells as the prompt
+    lists them: a model trained on these transcripts learns to copy that list and to
+    pick its move from what it just wrote. A tiny model shown only the reason named a
+    taken cell as often as a random guess would (bench/README.md, "Learning")."""
+    free = ", ".join(str(i) for i, mark in enumerate(board) if mark == ".")
+    return f"<think>Available: {free}. {think}</think>\n<move>{cell}</move>"
 
 
 class MinimaxPolicy:
@@ -98,9 +103,9 @@ class MinimaxPolicy:
         """The reasoned move for ``board`` (9 cells ``X``, ``O``, ``.``), as ``act`` sends it."""
         if self._rng.random() < self.noise:
             free = [i for i, cell in enumerate(board) if cell == "."]
-            return _answer("I try something different.", self._rng.choice(free))
+            return _answer(board, "I try something different.", self._rng.choice(free))
         cell = self._rng.choice(best_moves(board))
-        return _answer(_explain(board, cell), cell)
+        return _answer(board, _explain(board, cell), cell)
 
     async def act(
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None
@@ -117,7 +122,7 @@ class RandomPolicy:
     def answer(self, board: str) -> str:
         """A random empty cell of ``board``, as ``act`` sends it."""
         cell = self._rng.choice([i for i, mark in enumerate(board) if mark == "."])
-        return _answer("Any free cell will do.", cell)
+        return _answer(board, "Any free cell will do.", cell)
 
     async def act(
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None
