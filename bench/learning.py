@@ -391,8 +391,16 @@ def plot(curve: list[dict[str, Any]], device: str, path: Path) -> None:
 
     figure, axis = plt.subplots(figsize=(7, 4.6))
     steps = [entry["step"] for entry in curve]
-    for key in ("reward", "rewards/win/mean", "rewards/format/mean", "rewards/invalid_move/mean"):
-        axis.plot(steps, [entry.get(key, float("nan")) for entry in curve], label=key)
+    lines = {
+        "reward": "reward",
+        "rewards/win/mean": "win",
+        "rewards/format/mean": "format",
+        "rewards/invalid_move/mean": "invalid_move (-0.1 a game with one)",
+        "rewards/invalid_moves/mean": "invalid moves a game (the metric, unweighted)",
+    }
+    for key, label in lines.items():
+        if any(key in entry for entry in curve):  # the metric's only where it is a reward
+            axis.plot(steps, [entry.get(key, float("nan")) for entry in curve], label=label)
     axis.set(
         xlabel="GRPO step",
         ylabel="mean over the batch",
