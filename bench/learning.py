@@ -84,7 +84,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--warmup-games", type=int, default=4000,
-        help="noisy-minimax games played for SFT (a second each 100): at 1,000 the model "
+        help="noisy-minimax games played for SFT (about a second per 100): at 1,000 the model "
         "learnt their words but not to copy the free cells",
     )  # fmt: skip
     parser.add_argument("--sft-steps", type=int, default=800)

@@ -40,12 +40,16 @@ def _line_winner(board: str) -> str | None:
     return None
 
 
+def _free_cells(board: str) -> list[int]:
+    return [i for i, cell in enumerate(board) if cell == "."]
+
+
 @functools.cache
 def _negamax(board: str, player: str) -> int:
     """Outcome for ``player`` to move with best play: >0 win (sooner is larger), 0 draw."""
     if _line_winner(board):
         return -(1 + board.count("."))  # the opponent just completed a line
-    free = [i for i, cell in enumerate(board) if cell == "."]
+    free = _free_cells(board)
     if not free:
         return 0
     opponent = "O" if player == "X" else "X"
@@ -56,9 +60,7 @@ def best_moves(board: str, player: str = "X") -> list[int]:
     """Every move that keeps ``player``'s minimax-best outcome."""
     opponent = "O" if player == "X" else "X"
     scored = {
-        i: -_negamax(board[:i] + player + board[i + 1 :], opponent)
-        for i, cell in enumerate(board)
-        if cell == "."
+        i: -_negamax(board[:i] + player + board[i + 1 :], opponent) for i in _free_cells(board)
     }
     top = max(scored.values())
     return [i for i, value in scored.items() if value == top]
@@ -85,7 +87,7 @@ def _answer(board: str, think: str, cell: int) -> str:
     lists them: a model trained on these transcripts learns to copy that list and to
     pick its move from what it just wrote. A tiny model shown only the reason named a
     taken cell as often as a random guess would (bench/README.md, "Learning")."""
-    free = ", ".join(str(i) for i, mark in enumerate(board) if mark == ".")
+    free = ", ".join(map(str, _free_cells(board)))
     return f"<think>Available: {free}. {think}</think>\n<move>{cell}</move>"
 
 
@@ -102,8 +104,8 @@ class MinimaxPolicy:
     def answer(self, board: str) -> str:
         """The reasoned move for ``board`` (9 cells ``X``, ``O``, ``.``), as ``act`` sends it."""
         if self._rng.random() < self.noise:
-            free = [i for i, cell in enumerate(board) if cell == "."]
-            return _answer(board, "I try something different.", self._rng.choice(free))
+            cell = self._rng.choice(_free_cells(board))
+            return _answer(board, "I try something different.", cell)
         cell = self._rng.choice(best_moves(board))
         return _answer(board, _explain(board, cell), cell)
 
@@ -121,7 +123,7 @@ class RandomPolicy:
 
     def answer(self, board: str) -> str:
         """A random empty cell of ``board``, as ``act`` sends it."""
-        cell = self._rng.choice([i for i, mark in enumerate(board) if mark == "."])
+        cell = self._rng.choice(_free_cells(board))
         return _answer(board, "Any free cell will do.", cell)
 
     async def act(
