@@ -171,7 +171,7 @@ class Engine:
             {id_: encode({**template, "id": id_}) for id_ in ids},
             env.name,
             log=opening,
-            tenant=principal.tenant,
+            tenant=principal.counted_tenant,
             metadata_bytes=metadata_bytes,
             max_live=quotas.live_episodes,
             max_metadata_bytes=quotas.metadata_bytes,

@@ -96,6 +96,13 @@ class Principal:
     quotas: Quotas = UNLIMITED
 
     @property
+    def counted_tenant(self) -> str | None:
+        """The tenant whose quotas this caller's new episodes count against: its own, but
+        none for an admin, whose episodes are not limited and must not use up what its
+        tenant's agents and trainers may hold."""
+        return None if self.role is Role.admin else self.tenant
+
+    @property
     def scope(self) -> str | None:
         """The only tenant whose episodes and runs this caller sees; None: every tenant."""
         return None if self.role is Role.admin else self.tenant

@@ -459,3 +459,21 @@ async def test_an_unmigrated_archive_starts_open_and_says_503_to_keys_it_cannot_
         assert response.status_code == 503
         assert error_of(response)["code"] == "database_unavailable"
         assert "wander db upgrade" in error_of(response)["message"]
+
+
+async def test_an_admins_own_episodes_use_no_quota_of_its_tenant(settings: Settings) -> None:
+    """An admin's 13,700 episodes once locked its tenant's agent key out (429)."""
+    keys = "alpha:agent:alpha-agent-secret-0001,alpha:admin:alpha-admin-secret-0006"
+    limits = {"api_keys": keys}
+    async with service(Settings(**{**settings.model_dump(), **limits})) as (_, api):
+        admin = {"Authorization": "Bearer alpha-admin-secret-0006"}
+        for _ in range(4):  # the agent role's 1,000 live episodes, held by the admin
+            body = {"env": "tictactoe", "n": 250}
+            created = await api.post("/v1/episodes", json=body, headers=admin)
+            assert created.status_code == 201, created.text
+        agent = {"Authorization": "Bearer alpha-agent-secret-0001"}
+        mine = await api.post("/v1/episodes", json={"env": "tictactoe"}, headers=agent)
+        assert mine.status_code == 201, mine.text
+        [episode] = mine.json()["episodes"]
+        seen = await api.get(f"/v1/episodes/{episode['id']}", headers=admin)
+        assert seen.status_code == 200  # the admin still sees its tenant's episodes
