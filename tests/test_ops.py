@@ -251,11 +251,16 @@ def mounts(service: dict[str, Any]) -> dict[str, str]:
 
 
 def test_compose_serves_tls_only_with_its_overlay_and_passes_keys_on(compose: list[str]) -> None:
-    """Without certificates, ``docker compose up`` is what it was: port 8000 and no
-    443. ``compose.tls.yaml`` adds 443 and mounts the TLS server and the certificates."""
+    """Without certificates, ``docker compose up`` serves port 8000 to this machine
+    only (an open API published on every interface was the default). ``compose.tls.yaml``
+    adds 443 for other machines, keyed unless WANDER_AUTH says otherwise, and mounts the
+    TLS server and the certificates."""
     keys = {"WANDER_API_KEYS": "lab:trainer:wdr_k", "WANDER_API_KEY": "wdr_k"}
     plain = rendered(compose, "compose.yaml", **keys)["services"]
-    assert ports(plain["proxy"]) == {(None, "8000", "8000")}
+    assert ports(plain["proxy"]) == {("127.0.0.1", "8000", "8000")}
+    assert plain["service"]["environment"]["WANDER_AUTH"] in ("", None)  # keys: from the list
+    opened = rendered(compose, "compose.yaml", WANDER_HTTP_PORT="8000")["services"]["proxy"]
+    assert ports(opened) == {(None, "8000", "8000")}
     assert "/etc/nginx/wander.d/tls.conf" not in mounts(plain["proxy"])
     assert plain["service"]["environment"]["WANDER_API_KEYS"] == "lab:trainer:wdr_k"
     # Keys made with `wander keys create` in the stack need WANDER_AUTH=keys to be required.
@@ -264,7 +269,9 @@ def test_compose_serves_tls_only_with_its_overlay_and_passes_keys_on(compose: li
     assert plain["service"]["environment"]["FORWARDED_ALLOW_IPS"] == "*"
     tls = rendered(compose, "compose.yaml", "compose.tls.yaml", WANDER_TLS_DIR="/srv/certs")
     proxy = tls["services"]["proxy"]
-    assert ports(proxy) == {(None, "8000", "8000"), (None, "443", "443")}
+    assert ports(proxy) == {("127.0.0.1", "8000", "8000"), (None, "443", "443")}
+    assert tls["services"]["service"]["environment"]["WANDER_AUTH"] == "keys"
+    assert tls["services"]["migrate"]["environment"]["WANDER_AUTH"] == "keys"
     assert mounts(proxy)["/etc/nginx/tls"] == "/srv/certs"
     assert mounts(proxy)["/etc/nginx/wander.d/tls.conf"] == str(ROOT / "deploy/nginx-tls.conf")
     local = rendered(compose, "compose.yaml", "compose.tls.yaml", WANDER_HTTP_PORT="127.0.0.1:8000")
