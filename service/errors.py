@@ -27,7 +27,8 @@ class InvalidInput(WanderError):
 
 
 class Unauthorized(WanderError):
-    """No key, or one the service does not know (never said which: both read the same)."""
+    """No key, or one the service does not know: the message says whether a key came,
+    never whether a key that came is unknown or revoked."""
 
     code = "unauthorized"
 

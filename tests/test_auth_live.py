@@ -292,8 +292,14 @@ async def test_a_revoked_key_is_refused_within_the_cache_time(
             archive.dispose()
         await asyncio.sleep(0.6)
         response = await api.get("/v1/environments", headers=auth(keys.revoked))
+        never = await api.get("/v1/environments", headers=auth("wdr_never-issued"))
+        missing = await api.get("/v1/environments")
     assert response.status_code == 401
     assert error_of(response)["code"] == "unauthorized"
+    # docs/api.md: a revoked key reads as one never issued; a missing key says so.
+    assert error_of(response)["message"] == error_of(never)["message"]
+    assert "unknown or revoked" in error_of(response)["message"]
+    assert "needs an API key" in error_of(missing)["message"]
 
 
 @pytest.mark.parametrize(
