@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from tests.agents import perfect_agent, random_agent
@@ -210,3 +213,30 @@ def test_serve_never_prints_passwords() -> None:
     assert _safe("redis://:s3cret@cache:6379/0") == "redis://:***@cache:6379/0"
     assert _safe("postgresql+psycopg://me:pw@db/wander") == "postgresql+psycopg://me:***@db/wander"
     assert _safe("sqlite:///wander.db") == "sqlite:///wander.db"
+
+
+def commands(group: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """The path of every command under ``group`` (a group has ``commands``)."""
+    for name, command in group.commands.items():
+        yield (*path, name)
+        if hasattr(command, "commands"):
+            yield from commands(command, (*path, name))
+
+
+def test_every_help_text_keeps_its_brackets() -> None:
+    """The help renderer reads ``[...]`` as markup and swallowed ``[default: random]``,
+    leaving "Example index ." on screen."""
+    root: Any = typer.main.get_command(app)
+    checked = 0
+    for path in commands(root):
+        command = root
+        for name in path:
+            command = command.commands[name]
+        shown = " ".join(runner.invoke(app, [*path, "--help"]).output.split())
+        for param in command.params:
+            text = " ".join((getattr(param, "help", None) or "").split())
+            for bracketed in re.findall(r"\\?\[[^\]]*\]", text):
+                assert bracketed.lstrip("\\") in shown, (path, param.name, bracketed)
+                checked += 1
+        assert " . " not in shown and " .)" not in shown, path
+    assert checked >= 2

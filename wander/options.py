@@ -35,7 +35,7 @@ UrlOption = Annotated[
         "--url",
         envvar="WANDER_URL",
         callback=http_url,
-        help="The Wander service [default: http://127.0.0.1:8000].",
+        help="The Wander service (default: http://127.0.0.1:8000).",
     ),
 ]
 ApiKeyOption = Annotated[

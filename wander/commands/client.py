@@ -60,7 +60,7 @@ def evaluate(
     ] = None,
     base_url: Annotated[
         str | None,
-        typer.Option(callback=http_url, help="openai: the endpoint [default: OpenAI's]."),
+        typer.Option(callback=http_url, help="openai: the endpoint (default: OpenAI's)."),
     ] = None,
     api_key_env: Annotated[
         str, typer.Option(help="openai: environment variable holding the key.")
@@ -142,7 +142,7 @@ def evaluate(
 def play(
     env: Annotated[str, typer.Argument(help="The environment.")] = "tictactoe",
     config: ConfigOption = None,
-    example: Annotated[int | None, typer.Option(help="Example index [default: random].")] = None,
+    example: Annotated[int | None, typer.Option(help="Example index (default: random).")] = None,
     split: Annotated[str, typer.Option(help="The dataset split.")] = "eval",
     url: UrlOption = None,
     api_key: ApiKeyOption = None,

@@ -78,8 +78,8 @@ def grpo(
             "--vllm-url",
             envvar="WANDER_VLLM_URL",
             callback=http_url,
-            help="The vLLM server of a run with [grpo] use_vllm (server mode): the config's "
-            "[grpo] vllm_server_base_url, overridden.",
+            help="The vLLM server of a run with \\[grpo] use_vllm (server mode): the config's "
+            "\\[grpo] vllm_server_base_url, overridden.",
         ),
     ] = None,
     url: UrlOption = None,
