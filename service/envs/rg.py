@@ -2,7 +2,9 @@
 
 Questions come from the dataset's own generator, seeded by the split and
 ``config.seed`` (so example i is the same everywhere), and answers are scored
-by the dataset's own ``score_answer``. Generator options pass through in
+by the dataset's own ``score_answer``, except where that evaluates the answer as code:
+those datasets are scored by Wander's own parsers (``rg_scoring``), which give the same
+scores without running a character of the answer. Generator options pass through in
 ``config.options``, each within its bound (``rg_bounds``). Needs the ``rg`` extra:
 ``pip install 'wander-rl[rg]'``.
 """
@@ -33,7 +35,9 @@ from wander.sdk import (
     last_tagged,
     stable_hash,
 )
+from wander.service.envs.guard import own_code, reportable
 from wander.service.envs.rg_bounds import Bound, option_bounds
+from wander.service.envs.rg_scoring import SCORERS
 
 log = logging.getLogger(__name__)
 
@@ -83,14 +87,18 @@ class ReasoningGymEnv(Environment[RGConfig]):
         return GeneratedExamples(size, lambda i: {"split": split, "index": i})
 
     def generator(self, config: RGConfig, split: str) -> Any:
-        """The reasoning-gym dataset behind ``split``."""
+        """The reasoning-gym dataset behind ``split`` (its own code, which may run
+        programs of its own making: ``codeio``)."""
         size = config.split_size(split)
         seed = stable_hash("rg", self.dataset, split, config.seed) % 2**32  # some need 32 bits
-        return _dataset(self.dataset, seed, size, canonical_json(config.options).decode())
+        with own_code():
+            return _dataset(self.dataset, seed, size, canonical_json(config.options).decode())
 
     def entry(self, config: RGConfig, split: str, index: int) -> dict[str, Any]:
         """The dataset's item: ``{"question", "answer", "metadata"}``."""
-        item: dict[str, Any] = self.generator(config, split)[index]
+        generator = self.generator(config, split)
+        with own_code():
+            item: dict[str, Any] = generator[index]
         return item
 
     def reset(self, config: RGConfig, example: dict[str, Any], seed: int) -> Reset:
@@ -120,15 +128,21 @@ class ReasoningGymEnv(Environment[RGConfig]):
         """The dataset's score of the answer, and the name of the exception its scorer
         raised, if it did. An answer the scorer cannot read (``nan`` to an integer
         parser, parentheses nested past the recursion limit) is a wrong answer, scored
-        0, not a failed step: the trainer gets its reward."""
+        0, not a failed step: the trainer gets its reward. Wander's own scorer where the
+        dataset's would evaluate the answer."""
         generator = self.generator(config, state["split"])
-        item = generator[state["index"]]
+        item = self.entry(config, state["split"], state["index"])
+        answer = state["answer"] or None
+        scorer = SCORERS.get(self.dataset)
         try:
-            correct = float(generator.score_answer(state["answer"] or None, item))
+            if scorer is None:
+                correct = float(generator.score_answer(answer, item))
+            else:
+                correct = float(scorer(generator, answer, item))
         except MemoryError:
             raise  # the worker retires after one: its heap may be in any state
         except Exception as exc:  # RecursionError included
-            return 0.0, type(exc).__name__
+            return 0.0, reportable(type(exc).__name__)
         if not math.isfinite(correct):
             return 0.0, "NonFiniteScore"
         return correct, None
