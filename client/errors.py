@@ -129,6 +129,8 @@ ERRORS_BY_CODE: dict[str, type[WanderAPIError]] = {
     "episode_done": EpisodeDone,
     "episode_not_done": EpisodeNotDone,
     "payload_too_large": PayloadTooLarge,
+    "headers_too_large": PayloadTooLarge,
+    "request_timeout": BadRequest,
     "validation_error": InvalidRequest,
     "env_timeout": EnvironmentFailed,
     "env_failed": EnvironmentFailed,
@@ -137,6 +139,7 @@ ERRORS_BY_CODE: dict[str, type[WanderAPIError]] = {
     "quota_exceeded": QuotaExceeded,
     "store_unavailable": ServiceUnavailable,
     "database_unavailable": ServiceUnavailable,
+    "server_busy": ServiceUnavailable,
 }
 ERRORS_BY_STATUS: dict[int, type[WanderAPIError]] = {
     400: BadRequest,

@@ -42,6 +42,38 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         16 * 2**20, ge=1, description="Largest request body, refused unread (413 above)."
     )
+    max_header_bytes: int = Field(
+        65_536,
+        ge=4096,
+        description="Largest request line and headers, counted as they arrive: 431 above, "
+        "and the connection is closed (`wander serve`).",
+    )
+    header_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="A request's headers must all arrive within this long of its start (or "
+        "of the connection's); else 408 and the connection is closed (`wander serve`).",
+    )
+    request_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="A whole request, body included, must arrive within this long of its "
+        "start; else 408 and the connection is closed (`wander serve`).",
+    )
+    keep_alive_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=3600,
+        description="An idle connection between requests is closed after this long.",
+    )
+    max_connections: int = Field(
+        1024,
+        ge=1,
+        description="Connections one service process holds open; one more is answered 503 "
+        "and closed (`wander serve`).",
+    )
     max_action_bytes: int = Field(65_536, ge=1, description="Largest action (413 above).")
     max_group_size: int = Field(256, ge=1, description="Largest `n` of one create request.")
     max_batch_steps: int = Field(1024, ge=1, description="Most steps in one batch request.")

@@ -83,6 +83,8 @@ def serve(
         access_log=settings.access_log,
         log_config=None,  # the service logs JSON itself (service.logs)
         ws_per_message_deflate=settings.ws_compression,
+        http="wander.service.http_edge:EdgeProtocol",  # the edge's limits (settings)
+        timeout_keep_alive=settings.keep_alive_seconds,
     )
 
 
