@@ -138,7 +138,9 @@ class Engine:
         if seed is None:
             seed = example_seed(env.name, request.split, config.seed, example)
 
-        started = await self.sandbox.start(env, config, request.split, example, seed)
+        started = await self.sandbox.start(
+            env, config, request.split, example, seed, tenant=principal.tenant
+        )
         opening = encode_log(started["messages"])
         stamp = now()
         template: StoredEpisode = {
@@ -412,7 +414,9 @@ class Engine:
             return episode
         env = self.catalog.env(episode["env"])
         config = self.catalog.config(env, episode["config"])
-        rescored = await self.sandbox.rescore(env, config, episode["state"])
+        rescored = await self.sandbox.rescore(
+            env, config, episode["state"], tenant=episode.get("tenant")
+        )
         return {**episode, "score": rescored["score"], "info": rescored["info"]}
 
     def _record(self, episode: StoredEpisode) -> dict[str, Any]:
@@ -430,7 +434,9 @@ class Engine:
         config = self.catalog.config(env, episode["config"])
         started = time.perf_counter()
         state, seed = episode["state"], episode["seed"]
-        advanced = await self.sandbox.advance(env, config, state, action, seed)
+        advanced = await self.sandbox.advance(
+            env, config, state, action, seed, tenant=episode.get("tenant")
+        )
         metrics.for_env(env.name).step_latency.observe(time.perf_counter() - started)
         score: StoredScore = advanced["score"]
         total, done = score["total"], advanced["done"]

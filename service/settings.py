@@ -108,6 +108,15 @@ class Settings(BaseSettings):
     env_workers: int = Field(
         2, ge=1, le=64, description="Worker processes that run isolated environment calls."
     )
+    env_uids: str = Field(
+        "100000-165535",
+        pattern=r"^\s*\d+\s*-\s*\d+\s*$",
+        description="User ids of the environment workers (`first-last`, as root): each live "
+        "worker runs as one of its own, so none can signal, trace or read another. Pick ids "
+        "no user or service of the machine has; never 0. Up to three times `env_workers` "
+        "workers live at once (those running calls, and those forked ahead of need), so "
+        "give it more than that.",
+    )
     database_url: str = Field(
         "sqlite:///wander.db",
         description="SQLAlchemy URL of the archive; the default is a SQLite file in the "
@@ -173,6 +182,15 @@ class Settings(BaseSettings):
         """A URL the store cannot use stops the service at start, saying why."""
         if value:
             parse_redis_url(value)
+        return value
+
+    @field_validator("env_uids")
+    @classmethod
+    def _env_uids_are_a_range(cls, value: str) -> str:
+        """A range that is not ordered, or holds uid 0 (root), stops the service at start."""
+        first, last = (int(end) for end in value.split("-"))
+        if not 0 < first <= last <= 2**32 - 2:
+            raise ValueError("WANDER_ENV_UIDS must be `first-last`, 0 < first <= last")
         return value
 
     @field_validator("auth", mode="before")

@@ -24,7 +24,7 @@ from wander.service.archive import Archive, EpisodeFilter
 from wander.service.settings import Settings
 from wander.testing import running_processes
 
-WORKER = "wander.service.sandbox.worker"
+FORK_SERVER = "wander.service.sandbox.forkserver"
 LIGHT_P99_BOUND = 0.5
 """Seconds: the p99 a light client must keep during an attack; generous for a shared
 2-core machine (the tests print what they measure)."""
@@ -165,9 +165,16 @@ def p99(latencies: list[float]) -> float:
     return statistics.quantiles(latencies, n=100)[98]
 
 
-def workers_of(parent: int) -> list[int]:
-    """The environment worker processes that ``parent`` started."""
-    return [p.pid for p in running_processes() if p.ppid == parent and WORKER in p.command]
+def fork_servers(service: int) -> list[int]:
+    """The fork servers the service process ``service`` started (one, once it needed it)."""
+    return [p.pid for p in running_processes() if p.ppid == service and FORK_SERVER in p.command]
+
+
+def workers_of(service: int) -> list[int]:
+    """The environment workers of the service process ``service``: its fork server's
+    children (busy, or forked ahead of need)."""
+    servers = set(fork_servers(service))
+    return [p.pid for p in running_processes() if p.ppid in servers]
 
 
 class DeletingClient(WanderClient):

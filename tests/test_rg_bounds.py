@@ -20,7 +20,7 @@ import httpx
 import pytest
 from reasoning_gym.factory import CURRICULA, DATASETS
 
-from tests.helpers import LIGHT_P99_BOUND, error_of, light_client, p99, workers_of
+from tests.helpers import LIGHT_P99_BOUND, error_of, fork_servers, light_client, p99
 from wander.service.archive.migrations import upgrade
 from wander.service.envs.rg_bounds import HEADROOM
 from wander.testing import ServiceProcess
@@ -92,7 +92,7 @@ async def test_an_option_past_its_bound_is_refused_before_anything_runs(
     assert detail["type"] == "option_out_of_bounds"
     assert detail["loc"] == ["body", "config"]
     assert f"option {option} of {dataset} must be" in detail["msg"] and named in detail["msg"]
-    assert workers_of(os.getpid()) == []  # no environment code ran: no worker was started
+    assert fork_servers(os.getpid()) == []  # no environment code ran: no worker was started
     print(f"refused in {elapsed * 1000:.1f} ms")
 
 

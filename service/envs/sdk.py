@@ -128,6 +128,10 @@ class Environment(ABC, Generic[ConfigT]):
     Config: ClassVar[type[EnvConfig]]
     reward_weights: ClassVar[Mapping[str, float]]
     """Component name -> weight; the total reward is the weighted sum of the components."""
+    component_range: ClassVar[tuple[float, float]] = (-1.0, 1.0)
+    """The least and the greatest value of any reward component. The service checks a
+    score from a worker against it (a value outside is a failed call, never a reward):
+    a worker's reply is not trusted."""
     split_names: ClassVar[tuple[str, ...]] = ("train", "eval")
     tools: ClassVar[list[dict[str, Any]] | None] = None
     """OpenAI tool schemas offered to the model, for tool environments."""
@@ -143,6 +147,16 @@ class Environment(ABC, Generic[ConfigT]):
     ``"inline"``: on the service's event loop, with no overhead. Only for code that is
     pure and bounded: linear in the action (``max_action_bytes``) and in the state, no
     imports of untrusted text, no I/O. A slow inline call stalls every request.
+    """
+    pure_parsing: ClassVar[bool] = False
+    """Whether the worker that ran a call of this environment may serve the next call.
+
+    False (the default, and what every plugin gets unless it says otherwise): each call
+    runs in a fresh worker, killed after it, so that a hole that let model text run as
+    code there reaches no later call, of any tenant. True: the environment only reads
+    actions with checks of its own, in code it ships (no third-party scorer, no
+    evaluation, no parser of expressions), and its worker may serve the next call,
+    sparing a fork. Meaningful for ``isolation = "process"`` only.
     """
     max_action_bytes: ClassVar[int | None] = None
     """The largest action this environment takes (the JSON of the assistant message), where

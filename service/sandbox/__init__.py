@@ -5,17 +5,28 @@ and score) goes through ``Sandbox``, which runs it where the environment declare
 (``Environment.isolation``): ``"inline"`` environments (tic-tac-toe: pure, linear in
 the action) on the event loop at no cost, every other one in ``WorkerPool``, under a
 deadline and a memory budget, in unprivileged processes with no network and no
-secrets (``confine.py`` lists the layers). Nothing else in the service runs
-environment code on model text: scores are computed here, once per step, and stored.
+secrets (``confine.py`` lists the layers), whose replies are checked, not believed
+(``replies.py``), each call in a worker of its own unless the environment is pure
+parsing (``pool.py``), the workers shared fairly by tenants (``fairness.py``). Nothing
+else in the service runs environment code on model text: scores are computed here,
+once per step, and stored.
+
+The modules: ``pool`` (the workers' slots, deadline and errors), ``fairness`` (the
+slots by tenant), ``launcher`` (the service's side of the fork server, a worker as the
+service holds it), ``forkserver`` (the process that forks workers), ``worker`` (what a
+forked worker runs), ``confine`` (the layers), ``uids`` (a uid per live worker),
+``calls`` (the calls), ``frames`` and ``replies`` (what crosses a worker's channel).
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from wander.service.envs.sdk import EnvConfig, Environment, Message, State
 from wander.service.sandbox.calls import CALLS, Advanced, Rescored, Started
 from wander.service.sandbox.pool import WorkerPool
+from wander.service.sandbox.replies import Operation, checked
 from wander.service.settings import Settings
 
 __all__ = ["Advanced", "Rescored", "Sandbox", "Started"]
@@ -30,39 +41,52 @@ class Sandbox:
             settings.env_call_seconds,
             settings.env_memory_bytes,
             settings.env_wait_seconds,
+            settings.max_episode_bytes,
+            settings.env_uids,
         )
 
     async def start(
-        self, env: Environment[Any], config: EnvConfig, split: str, index: int, seed: int
-    ) -> Started:
-        """Reset example ``index`` of ``split`` with ``seed``, and score it."""
+        self, env: Environment[Any], config: EnvConfig, split: str, index: int, seed: int,
+        tenant: str | None = None,
+    ) -> Started:  # fmt: skip
+        """Reset example ``index`` of ``split`` with ``seed``, and score it (a call of
+        ``tenant``, for the workers' fair share)."""
         started: Started = await self._call(
-            "start", env, config, split=split, index=index, seed=seed
+            "start", env, config, tenant, split=split, index=index, seed=seed
         )
         return started
 
     async def advance(
-        self, env: Environment[Any], config: EnvConfig, state: State, action: Message, seed: int
-    ) -> Advanced:
+        self, env: Environment[Any], config: EnvConfig, state: State, action: Message, seed: int,
+        tenant: str | None = None,
+    ) -> Advanced:  # fmt: skip
         """Apply ``action`` to ``state``, and score the result."""
         advanced: Advanced = await self._call(
-            "advance", env, config, state=state, action=action, seed=seed
+            "advance", env, config, tenant, state=state, action=action, seed=seed
         )
         return advanced
 
-    async def rescore(self, env: Environment[Any], config: EnvConfig, state: State) -> Rescored:
+    async def rescore(
+        self, env: Environment[Any], config: EnvConfig, state: State, tenant: str | None = None
+    ) -> Rescored:
         """Score ``state`` again (an episode stored before scores were)."""
-        rescored: Rescored = await self._call("rescore", env, config, state=state)
+        rescored: Rescored = await self._call("rescore", env, config, tenant, state=state)
         return rescored
 
     async def _call(
-        self, op: str, env: Environment[Any], config: EnvConfig, **arguments: Any
-    ) -> Any:
-        """``calls.CALLS[op]``, where ``env`` declared it runs: here, or in a worker."""
+        self, op: Operation, env: Environment[Any], config: EnvConfig, tenant: str | None,
+        **arguments: Any,
+    ) -> Any:  # fmt: skip
+        """``calls.CALLS[op]``, where ``env`` declared it runs: here, or in a worker,
+        whose reply is checked before it is believed (``replies.py``), and which serves
+        no other call unless ``env`` is pure parsing."""
         if env.isolation == "inline":
             return CALLS[op](env, config, **arguments)
         request = {"op": op, "env": env.name, "config": config.model_dump(mode="json")}
-        return await self.pool.call({**request, **arguments})
+        return await self.pool.call(
+            {**request, **arguments}, partial(checked, op, env), tenant=tenant,
+            reuse=env.pure_parsing is True,
+        )  # fmt: skip
 
     async def aclose(self) -> None:
         """Stop the workers (the service is stopping)."""

@@ -1,130 +1,239 @@
 """What makes an environment worker unprivileged, layer by layer.
 
-A worker runs model text through scorers that may ``eval`` it (reasoning-gym's
-``spiral_matrix``, sympy's ``parse_expr``...), so the process is built on the
-assumption that the text runs as code. ``confine`` is called in the worker after it
-imported the environments and before it reads its first request; each layer stops
-something the others do not:
+A worker runs environment code on model text, and a plugin's environment may have a hole
+that lets the text run as code, so the process is built on the assumption that it does.
+Workers are forked by the fork server (``forkserver.py``), which confines itself once
+(``prepare``) and confines each worker it forks (``fork_worker``, then ``confine``, in the
+worker, before it reads a request). Each layer stops something the others do not:
 
-- **no network** (``unshare(CLONE_NEWNET)``, root only): a network namespace of its
-  own, with a loopback device that is down, so code cannot reach Redis, PostgreSQL,
-  the cloud's metadata endpoint or the internet; only the pipes to the service remain.
-- **a file system of its own** (``unshare(CLONE_NEWNS)``, a ``tmpfs`` root and
-  ``chroot``, root only): it sees only what Python and the environments need, bound
-  read-only (the system's ``/usr``, the interpreter, every ``sys.path`` folder, the
-  folders the loaded packages came from, ``/dev/null`` and the random devices) and its
-  working directory. Nothing else of the machine exists for it: not the archive's
-  SQLite file, not the service's configuration, not ``/etc``, ``/home`` or ``/proc``,
-  whatever their permissions say.
-- **another user** (``setgroups([])``, ``setgid``/``setuid`` to ``nobody``, root
-  only): it cannot signal or trace the service, read root's files (``/root``, the
-  service's ``0600`` files) or write where root may, and it can never regain root.
-- **no secrets**: the service starts it with a fixed environment (``worker_environment``
-  in ``pool.py``: no ``WANDER_*`` variable, so no database or Redis URL and password)
-  from a fresh interpreter, so they are not in its memory either.
-- **a private empty working directory**, removed when the worker goes.
+- **no network** (a network namespace, root only): its loopback device is down, so code
+  cannot reach Redis, PostgreSQL, the cloud's metadata endpoint or the internet; only
+  its channel to the service remains. The fork server makes it once and its workers
+  share it: a namespace per worker cost 1.7 ms of CPU more per worker and as much again
+  in the kernel's deferred clean-up (a fork costs ~3 ms), while a shared one gives a
+  worker nothing to reach: no device is up, no worker can bring one up (no
+  capability), and the abstract unix sockets, the one thing a network namespace
+  scopes that a worker could use to meet another, are closed by Landlock's scope
+  (below).
+- **a file system of its own** (mount namespaces, root only): the fork server moves
+  into a ``tmpfs`` holding read-only binds of what Python and the environments need
+  (the system's ``/usr``, the interpreter, every ``sys.path`` folder, the folders the
+  loaded packages came from, ``/dev/null`` and the random devices) with
+  ``pivot_root`` and makes that root read-only; each worker then gets a mount
+  namespace of its own with a ``tmpfs`` of its own as its working directory,
+  capped in size and in inodes (``WORKER_TMPFS``: a million empty directories cost
+  500 MB of kernel memory that no rlimit counts). Nothing else of the machine exists
+  for it: not the archive's SQLite file, not the service's configuration, not
+  ``/etc``, ``/home`` or ``/proc``, and no other worker's files.
+- **a pid namespace of its own** (root only): the worker is its pid 1 and sees, so
+  signals, no other process: not its siblings, not the service.
+- **an IPC namespace of its own** (root only): System V shared memory and message
+  queues outlive their process (memory no rlimit of the worker counts, and a channel
+  between workers); a namespace's die with it.
+- **a user of its own** (a uid from ``WANDER_ENV_UIDS``, held by no other live worker:
+  ``uids.py``; root only): it cannot signal or trace the service or another worker,
+  read root's files or write where root may, and it can never regain root.
+- **no secrets**: the service starts the fork server with a fixed environment
+  (``worker_environment`` in ``launcher.py``: no ``WANDER_*`` variable, so no database
+  or Redis URL and password) from a fresh interpreter, so they are not in its memory
+  either, nor in the memory its workers are forked from.
+- **Landlock's scopes** (Linux 6.12 and later; root or not): no signal to, and no
+  connection to an abstract unix socket of, a process outside the worker's own
+  domain; no ``ptrace`` of one either.
 - **rlimits**: ``RLIMIT_AS`` (the memory budget: an allocation past it raises
   MemoryError instead of swapping the machine), ``RLIMIT_CPU`` (a backstop should the
-  service not kill it), ``RLIMIT_FSIZE`` 0 (it cannot write a byte into any file, even
-  one that ``nobody`` may create), ``RLIMIT_NOFILE`` (few descriptors), ``RLIMIT_NPROC``
-  0 once it is ``nobody`` (``fork`` and new threads fail, so no ``subprocess``: the
-  limit counts the user's processes, which is why it needs the user of its own) and
-  ``RLIMIT_CORE`` 0.
-- **parent death** (``PR_SET_PDEATHSIG``): it is killed when the service dies, even
-  by ``kill -9``, so it never outlives it.
+  service not kill it), ``RLIMIT_FSIZE`` 0 (it cannot write a byte into any file),
+  ``RLIMIT_NOFILE`` (few descriptors), ``RLIMIT_NPROC`` 0 once it has its own uid
+  (``fork`` and new threads fail, so no ``subprocess``: the limit counts the uid's
+  processes, which is why it needs the uid of its own) and ``RLIMIT_CORE`` 0.
+- **parent death** (``PR_SET_PDEATHSIG``): the fork server is killed when the service
+  dies, and a worker when the fork server dies, even by ``kill -9``, so none outlives
+  the service.
 
 The deadline of each call is not here: the service enforces it from outside, by
-killing the worker (``pool.py``), which no code inside can prevent. Not run as root
-(a developer's machine), only the rlimits, the environment, the directory and the
-parent-death signal apply; ``RLIMIT_NPROC`` is then left alone, as it would count the
-user's own processes.
+killing the worker (``pool.py``), which no code inside can prevent; and a worker serves
+one call only (``pool.py`` says when it may serve more). Not run as root (a developer's
+machine), only the rlimits (without ``RLIMIT_NPROC``, which would count the user's own
+processes), Landlock's scopes, the environment, a private directory and the
+parent-death signal apply.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import functools
 import os
-import pwd
 import resource
+import select
 import signal
 import sys
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-CLONE_NEWNS = 0x0002_0000
-CLONE_NEWNET = 0x4000_0000
+CLONE_NEWNS, CLONE_NEWIPC = 0x2_0000, 0x800_0000
+CLONE_NEWPID, CLONE_NEWNET = 0x2000_0000, 0x4000_0000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
     1, 2, 4, 32, 4096, 16384, 1 << 18
 )  # fmt: skip
+MNT_DETACH = 2
+SYS_PIVOT_ROOT, SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_RESTRICT_SELF = 155, 444, 446
+"""x86-64 and arm64 share the Landlock numbers; pivot_root is x86-64's (see _pivot_root)."""
 SYSTEM = ("/usr", "/bin", "/lib", "/lib64", "/sbin")
 """The system's programs and shared libraries (a C extension imported late needs them)."""
 DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
-PR_SET_PDEATHSIG = 1
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
 OPEN_FILES = 64
-"""Descriptors a worker may hold: its pipes, and files a scorer opens."""
-UNPRIVILEGED_USER = "nobody"
+"""Descriptors a worker may hold: its channel, and files a scorer opens."""
+JAIL_TMPFS = "size=1m,nr_inodes=4096,mode=0755"
+"""The shared root: the folders the binds are mounted on, read-only once made."""
+WORKER_TMPFS = "size=1m,nr_inodes=1024,mode=0700"
+"""A worker's own working directory: it cannot write a byte into a file
+(``RLIMIT_FSIZE`` 0), so the size bounds only what it may allocate without writing
+(``fallocate``, long symbolic links); the inodes bound its directories, empty files and
+extended attributes, about 1 KB of kernel memory each."""
+LANDLOCK_SCOPES = 0x1 | 0x2
+"""``LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL`` (Landlock ABI 6)."""
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What the service tells a worker it may use (sent as its command-line argument)."""
+    """What the service tells the fork server its workers may use (its command-line
+    argument)."""
 
     memory_bytes: int
     cpu_seconds: int
-    """CPU time of the worker's whole life; it retires before reaching it."""
+    """CPU time of a worker's whole life; it retires before reaching it."""
     parent: int
-    """The service's pid: the worker stops if it is already gone at start."""
+    """The service's pid: the fork server stops if it is already gone at start."""
+    uids: str = "100000-165535"
+    """The workers' user ids (``WANDER_ENV_UIDS``), each live worker its own."""
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, int | str]:
         return asdict(self)
 
 
-def confine(limits: Limits) -> list[str]:
-    """Apply every layer this machine allows; returns their names (for the log)."""
-    applied = []
-    root = os.geteuid() == 0
-    if root:
-        user = pwd.getpwnam(UNPRIVILEGED_USER)  # while /etc/passwd is there to read
-        _unshare(CLONE_NEWNET | CLONE_NEWNS)
-        applied.append("network namespace")
-        _enter_jail(Path.cwd(), _needed_paths())
-        applied.append("private file system")
-        _become(user)
-        applied.append(f"user {UNPRIVILEGED_USER}")
+@dataclass(frozen=True)
+class Jail:
+    """What the fork server prepared for its workers."""
+
+    root: bool
+    """Whether the layers that need root apply."""
+    home: Path
+    """The workers' working directory (root: each worker mounts its own there)."""
+    layers: tuple[str, ...]
+    """The layers the fork server set up for all its workers (for the log)."""
+    pid_namespace: int | None
+    """A descriptor of the fork server's own pid namespace (root only)."""
+    lifeline: int
+    """A pidfd of the fork server: readable once it is gone."""
+
+
+def prepare() -> Jail:
+    """Confine the fork server itself, once, after it imported the environments: (root
+    only) move it into the shared network namespace and the read-only jail its workers
+    start from. It stays root: it must still make namespaces and change user for each
+    worker."""
+    _limit(resource.RLIMIT_CORE, 0)
+    threads = len(os.listdir("/proc/self/task"))
+    if threads != 1:  # a fork copies one thread, and whatever locks the others held
+        raise RuntimeError(f"the fork server must run one thread, not {threads}")
+    home = Path.cwd()
+    lifeline = os.pidfd_open(os.getpid())
+    if os.geteuid() != 0:
+        return Jail(False, home, (), None, lifeline)
+    pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    _unshare(CLONE_NEWNET | CLONE_NEWNS)
+    _build_jail(home, _needed_paths())
+    return Jail(True, home, ("network namespace", "read-only root"), pid_namespace, lifeline)
+
+
+def fork_worker(jail: Jail) -> int:
+    """``os.fork``, the child in a pid namespace of its own (root only): 0 in the child.
+
+    ``unshare(CLONE_NEWPID)`` moves the caller's next child, not the caller, into a new
+    namespace, and the kernel refuses it a second time while the caller's children
+    still go to the first one; ``setns`` back to the fork server's own namespace after
+    each fork lets it make the next. One fork per worker, by Python's own ``os.fork``
+    (an intermediate process that unshares and forks the worker costs a second fork of
+    ~120 MB of imported environments; a raw ``clone`` through ctypes skips what glibc's
+    ``fork`` does for the child)."""
+    if not jail.root or jail.pid_namespace is None:
+        return os.fork()
+    _unshare(CLONE_NEWPID)
+    try:
+        pid = os.fork()
+    except BaseException:
+        _setns(jail.pid_namespace, CLONE_NEWPID)
+        raise
+    if pid:  # the fork server: its next child may have a namespace of its own again
+        _setns(jail.pid_namespace, CLONE_NEWPID)
+    return pid
+
+
+def confine(jail: Jail, limits: Limits, uid: int | None, directory: Path) -> list[str]:
+    """Confine a freshly forked worker (``uid`` its own, root only; ``directory`` its
+    working directory when not root); returns the layers applied (for the log)."""
+    applied = list(jail.layers)
+    os.setsid()  # a session of its own: kill(0), its process group, reaches no one else
+    if jail.root and uid is not None:
+        _unshare(CLONE_NEWNS | CLONE_NEWIPC)
+        _mount("tmpfs", jail.home, "tmpfs", MS_NOSUID | MS_NODEV,
+               f"{WORKER_TMPFS},uid={uid},gid={uid}")  # fmt: skip
+        os.chdir(jail.home)
+        applied += ["pid namespace", "ipc namespace", "private file system"]
+        _become(uid)
+        applied.append(f"user {uid}")
+    else:
+        os.chdir(directory)
+        os.environ.update(HOME=str(directory), TMPDIR=str(directory))
     _limit(resource.RLIMIT_AS, limits.memory_bytes)
     _limit(resource.RLIMIT_CPU, limits.cpu_seconds)
     _limit(resource.RLIMIT_FSIZE, 0)
     _limit(resource.RLIMIT_NOFILE, OPEN_FILES)
     _limit(resource.RLIMIT_CORE, 0)
     applied.append("rlimits")
-    if root:  # now a user of its own: no process of it may start another
+    if jail.root:  # now a user of its own: no process of it may start another
         _limit(resource.RLIMIT_NPROC, 0)
         applied.append("no processes")
-    _die_with_parent(limits.parent)
+    if _landlock_scopes():
+        applied.append("landlock scopes")
+    _die_with(jail.lifeline)
     return applied
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+    """The C library, loaded once in the fork server (each worker has its copy)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def _check(result: int, what: str) -> None:
+    if result < 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
 
 
 def _unshare(flags: int) -> None:
-    if _libc().unshare(flags) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"unshare({flags:#x}): {os.strerror(errno)}")
+    _check(_libc().unshare(flags), f"unshare({flags:#x})")
+
+
+def _setns(fd: int, kind: int) -> None:
+    _check(_libc().setns(fd, kind), f"setns({kind:#x})")
 
 
 def _mount(source: str | None, target: str | Path, kind: str | None, flags: int,
            data: str | None = None) -> None:  # fmt: skip
     encoded = [None if x is None else str(x).encode() for x in (source, target, kind, data)]
-    if _libc().mount(encoded[0], encoded[1], encoded[2], flags, encoded[3]) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"mount {source} on {target}: {os.strerror(errno)}")
+    result = _libc().mount(encoded[0], encoded[1], encoded[2], flags, encoded[3])
+    _check(result, f"mount {source} on {target}")
 
 
 def _needed_paths() -> list[str]:
-    """What the worker must still read: the system, the interpreter, ``sys.path``, and
+    """What the workers must still read: the system, the interpreter, ``sys.path``, and
     the folder of every loaded module (an editable install maps packages to folders
     that are on no ``sys.path``), each folder once (none inside another), never the
     working directory (``python -m`` puts it on ``sys.path``)."""
@@ -140,13 +249,15 @@ def _needed_paths() -> list[str]:
     return sorted(links) + [f for f in kept if not any(f.startswith(o + "/") for o in kept)]
 
 
-def _enter_jail(home: Path, paths: Iterable[str]) -> None:
-    """``chroot`` into a ``tmpfs`` laid over ``home`` (the private working directory)
-    holding read-only binds of ``paths`` (symbolic links made again), the devices, and
-    ``home`` again inside, as the working directory. Mounts are private to this
-    namespace: the service sees none of them, and they vanish with the worker."""
+def _build_jail(home: Path, paths: Iterable[str]) -> None:
+    """Make a ``tmpfs`` laid over ``home`` the root: read-only binds of ``paths``
+    (symbolic links made again), the devices, and ``home`` again inside, where each
+    worker mounts its own ``tmpfs``; then ``pivot_root`` into it, drop the old root (no
+    mount of the machine is left in the namespace, so a worker's copy of it is
+    small), and make it read-only. Mounts are private to this namespace: the service
+    sees none of them, and they vanish with the fork server."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    _mount("tmpfs", home, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,mode=0755")
+    _mount("tmpfs", home, "tmpfs", MS_NOSUID | MS_NODEV, JAIL_TMPFS)
     for path in paths:
         inside = home / path.lstrip("/")
         inside.parent.mkdir(parents=True, exist_ok=True)
@@ -161,8 +272,20 @@ def _enter_jail(home: Path, paths: Iterable[str]) -> None:
         inside.touch()
         _bind(device, inside, MS_RDONLY | MS_NOSUID)
     (home / str(home).lstrip("/")).mkdir(parents=True)
-    os.chroot(home)
+    (home / "old-root").mkdir()
+    _pivot_root(home, home / "old-root")
+    os.chdir("/")
+    _check(_libc().umount2(b"/old-root", MNT_DETACH), "umount the old root")
+    os.rmdir("/old-root")
+    _mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     os.chdir(home)
+
+
+def _pivot_root(new_root: Path, put_old: Path) -> None:
+    """``pivot_root``, which glibc does not wrap (x86-64's number; elsewhere the old
+    ``chroot`` would do, at the price of a larger mount table per worker)."""
+    libc = _libc()
+    _check(libc.syscall(SYS_PIVOT_ROOT, bytes(new_root), bytes(put_old)), "pivot_root")
 
 
 def _bind(source: str, target: Path, flags: int) -> None:
@@ -171,13 +294,13 @@ def _bind(source: str, target: Path, flags: int) -> None:
     _mount(None, target, None, MS_BIND | MS_REMOUNT | flags)
 
 
-def _become(entry: pwd.struct_passwd) -> None:
-    """Drop root for good: supplementary groups, group, then user (in that order: a
-    process that is no longer root cannot change its groups)."""
-    os.chown(".", entry.pw_uid, entry.pw_gid)  # the private working directory
+def _become(uid: int) -> None:
+    """Drop root for good, to ``uid`` and a group of the same number: supplementary
+    groups, group, then user (a process that is no longer root cannot change its
+    groups)."""
     os.setgroups([])
-    os.setgid(entry.pw_gid)
-    os.setuid(entry.pw_uid)
+    os.setgid(uid)
+    os.setuid(uid)
     try:
         os.setuid(0)
     except PermissionError:
@@ -189,9 +312,38 @@ def _limit(kind: int, value: int) -> None:
     resource.setrlimit(kind, (value, value))
 
 
-def _die_with_parent(parent: int) -> None:
-    """SIGKILL when the service ends. Set after the change of user, which clears it."""
-    if _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+def _landlock_scopes() -> bool:
+    """Scope signals and abstract unix sockets to the worker's own Landlock domain, where
+    the kernel has Landlock ABI 6 or later; whether it did. ``no_new_privs`` first, as
+    Landlock requires of a process without ``CAP_SYS_ADMIN`` (a set-user-ID program
+    could not raise it again either; the binds are ``nosuid`` already)."""
+    libc = _libc()
+    if libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, 0, 1) < 6:  # its ABI version
+        return False
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    attributes = (ctypes.c_uint64 * 3)(0, 0, LANDLOCK_SCOPES)  # fs, net, scoped
+    ruleset = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attributes), 24, 0)
+    _check(ruleset, "landlock_create_ruleset")
+    try:
+        _check(libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+    return True
+
+
+def die_with_parent(parent: int) -> None:
+    """SIGKILL when the parent (the service, whose pid is ``parent``) ends: the fork
+    server calls it first thing."""
+    _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
     if os.getppid() != parent:  # the service died before the signal was armed
         os._exit(1)
+
+
+def _die_with(lifeline: int) -> None:
+    """SIGKILL when the fork server ends. Set after the change of user, which clears it;
+    ``lifeline`` (a pidfd of the fork server: ``getppid`` reads 0 in a pid namespace of
+    one's own) says whether it ended before the signal was armed."""
+    _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+    with contextlib.suppress(InterruptedError):
+        if select.select([lifeline], [], [], 0)[0]:
+            os._exit(1)

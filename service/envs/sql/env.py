@@ -112,6 +112,7 @@ class Sql(Environment[SqlConfig]):
     Config = SqlConfig
     reward_weights = {"correct": 1.0, "format": 0.1, "efficiency": 0.1}
     tools = TOOLS
+    pure_parsing = True  # its own checks: JSON arguments, a budgeted read-only SQL engine
 
     def examples(self, config: SqlConfig, split: str) -> GeneratedExamples[int]:
         """Examples are indices: each episode's database and question come from its seed."""
