@@ -9,6 +9,7 @@ import statistics
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,8 +22,10 @@ from wander.client import StepError, StepResult, WanderClient
 from wander.client.models import EpisodeRecord
 from wander.service.app import create_app
 from wander.service.archive import Archive, EpisodeFilter
+from wander.service.archive.migrations import upgrade
+from wander.service.envs import guard
 from wander.service.settings import Settings
-from wander.testing import running_processes
+from wander.testing import ServiceProcess, running_processes
 
 FORK_SERVER = "wander.service.sandbox.forkserver"
 LIGHT_P99_BOUND = 0.5
@@ -58,6 +61,32 @@ async def asgi_client(app: FastAPI, root_path: str = "") -> AsyncIterator[httpx.
         ) as client,
     ):
         yield client
+
+
+@contextmanager
+def compiles_nothing() -> Iterator[None]:
+    """Fails if text is compiled or run as code inside the block: the worker's guard
+    (``envs.guard``), armed, refuses it and counts it, even where a scorer swallows the
+    refusal."""
+    before = guard.refusals()
+    with guard.untrusted():
+        yield
+    assert guard.refusals() == before, "text was compiled or run as code"
+
+
+@contextmanager
+def plugin_service(plugin_site: Path, folder: Path, **settings: str) -> Iterator[ServiceProcess]:
+    """A real ``wander serve`` with the test plugin (tests/plugin: ``echo``, ``faulty``,
+    ``hostile``...) on the in-process store, its SQLite archive in ``folder``, and
+    ``settings`` (``WANDER_*`` variables) of its own; stopped afterwards."""
+    database = f"sqlite:///{folder}/archive.db"
+    upgrade(database)
+    env = {"PYTHONPATH": str(plugin_site), "WANDER_REDIS_URL": "", "WANDER_DATABASE_URL": database}
+    process = ServiceProcess({**env, **settings}).start()
+    try:
+        yield process
+    finally:
+        process.stop()
 
 
 @asynccontextmanager

@@ -15,9 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers import create, error_of, step
+from tests.helpers import create, error_of, plugin_service, step
 from wander.client import EnvironmentFailed, WanderClient
-from wander.service.archive.migrations import upgrade
 from wander.service.envs import Registry
 from wander.testing import ServiceProcess
 
@@ -57,12 +56,8 @@ def service(
     plugin_site: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServiceProcess]:
     """A real service with the test plugin, whose ``faulty`` environment raises on request."""
-    database = f"sqlite:///{tmp_path_factory.mktemp('env-errors')}/archive.db"
-    upgrade(database)
-    env = {"PYTHONPATH": str(plugin_site), "WANDER_REDIS_URL": "", "WANDER_DATABASE_URL": database}
-    process = ServiceProcess(env).start()
-    yield process
-    process.stop()
+    with plugin_service(plugin_site, tmp_path_factory.mktemp("env-errors")) as process:
+        yield process
 
 
 def assert_env_error(response: httpx.Response, raised: str) -> None:

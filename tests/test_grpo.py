@@ -18,10 +18,9 @@ import torch
 from transformers import AutoModelForCausalLM, TrainerCallback
 from typer.testing import CliRunner
 
-from tests.helpers import DeletingClient
+from tests.helpers import DeletingClient, plugin_service
 from wander.cli import app as cli
 from wander.client import WanderClient
-from wander.service.archive.migrations import upgrade
 from wander.testing import ServiceProcess, free_port
 from wander.trainer.config import GRPORunConfig, load_config
 from wander.trainer.gradients import FiniteGradients
@@ -36,12 +35,8 @@ def service(
     plugin_site: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServiceProcess]:
     """One service for the module (each test plays under a run label of its own)."""
-    database = f"sqlite:///{tmp_path_factory.mktemp('archive')}/archive.db"
-    upgrade(database)
-    env = {"PYTHONPATH": str(plugin_site), "WANDER_REDIS_URL": "", "WANDER_DATABASE_URL": database}
-    process = ServiceProcess(env).start()
-    yield process
-    process.stop()
+    with plugin_service(plugin_site, tmp_path_factory.mktemp("archive")) as process:
+        yield process
 
 
 def test_grpo_steps_train_on_the_models_tokens_only(

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from wander.service.archive.migrations import upgrade
+from tests.helpers import plugin_service
 from wander.testing import ServiceProcess
 
 HEADER_TIMEOUT = 1.0
@@ -32,22 +32,15 @@ def service(
     plugin_site: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServiceProcess]:
     """The service with short deadlines, and the test plugin (a step that runs long)."""
-    database = f"sqlite:///{tmp_path_factory.mktemp('edge')}/archive.db"
-    upgrade(database)
-    process = ServiceProcess(
-        {
-            "PYTHONPATH": str(plugin_site),
-            "WANDER_ENV_CALL_SECONDS": str(REQUEST_TIMEOUT + 1),
-            "WANDER_DATABASE_URL": database,
-            "WANDER_REDIS_URL": "",
-            "WANDER_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT),
-            "WANDER_REQUEST_TIMEOUT_SECONDS": str(REQUEST_TIMEOUT),
-            "WANDER_KEEP_ALIVE_SECONDS": str(KEEP_ALIVE),
-            "WANDER_MAX_CONNECTIONS": str(MAX_CONNECTIONS),
-        }
-    ).start()
-    yield process
-    process.stop()
+    with plugin_service(
+        plugin_site, tmp_path_factory.mktemp("edge"),
+        WANDER_ENV_CALL_SECONDS=str(REQUEST_TIMEOUT + 1),
+        WANDER_HEADER_TIMEOUT_SECONDS=str(HEADER_TIMEOUT),
+        WANDER_REQUEST_TIMEOUT_SECONDS=str(REQUEST_TIMEOUT),
+        WANDER_KEEP_ALIVE_SECONDS=str(KEEP_ALIVE),
+        WANDER_MAX_CONNECTIONS=str(MAX_CONNECTIONS),
+    ) as process:  # fmt: skip
+        yield process
 
 
 def connect(service: ServiceProcess) -> socket.socket:

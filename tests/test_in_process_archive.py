@@ -39,7 +39,12 @@ async def test_a_finished_episode_is_archived_without_waiting_for_a_poll(
                 await asyncio.sleep(0.05)
             else:
                 raise AssertionError(f"game {example} was not archived while the service ran")
-        assert await app.state.archiver.store.backlog() == 0
+        for _ in range(100):  # the row is written before its outbox entry is let go
+            if await app.state.archiver.store.backlog() == 0:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the archived games stayed in the backlog")
 
 
 async def test_kill_9_loses_at_most_the_last_moment(sqlite_url: str) -> None:

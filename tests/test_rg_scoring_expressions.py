@@ -10,13 +10,9 @@ unreadable, fast, and compile nothing; reasoning-gym's own rewards some of them.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 import re
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,6 +20,7 @@ import reasoning_gym
 import sympy
 from sympy.parsing.sympy_parser import parse_expr
 
+from tests.helpers import compiles_nothing
 from wander.service.envs.rg_scoring.expression_scorers import SCORERS
 from wander.service.envs.rg_scoring.expressions import (
     MAX_CHARS,
@@ -223,34 +220,6 @@ def _whole_corpus(name: str, index: int, item: dict[str, Any]) -> bool:
     return True
 
 
-_WATCHING: contextvars.ContextVar[bool] = contextvars.ContextVar("watching", default=False)
-_CODE_EVENTS: list[str] = []
-
-
-@functools.cache
-def _install_audit_hook() -> None:
-    """Once per process (an audit hook cannot be removed): it records only while watched."""
-
-    def hook(event: str, args: tuple[Any, ...]) -> None:
-        if event in ("compile", "exec") and _WATCHING.get():
-            _CODE_EVENTS.append(f"{event}: {str(args)[:200]}")
-
-    sys.addaudithook(hook)
-
-
-@contextlib.contextmanager
-def _no_code_runs() -> Iterator[None]:
-    """Fails if Python compiles or executes code inside the block."""
-    _install_audit_hook()
-    _CODE_EVENTS.clear()
-    token = _WATCHING.set(True)
-    try:
-        yield
-    finally:
-        _WATCHING.reset(token)
-    assert not _CODE_EVENTS, _CODE_EVENTS
-
-
 @pytest.mark.parametrize("name", list(SCORERS))
 def test_scores_are_reasoning_gyms(name: str) -> None:
     dataset, items = _dataset(name)
@@ -264,7 +233,7 @@ def test_scores_are_reasoning_gyms(name: str) -> None:
                 assert scorer(dataset, answer, item) == UNREADABLE[name], answer
                 continue
             theirs = dataset.score_answer(answer, item)
-            with _no_code_runs():
+            with compiles_nothing():
                 ours = scorer(dataset, answer, item)
             assert ours == theirs, (name, index, answer, ours, theirs)
             seen.add(theirs)
@@ -342,12 +311,10 @@ ADVERSARIAL = [
 @pytest.mark.parametrize("name", list(SCORERS))
 def test_adversarial_answers_are_unreadable(name: str) -> None:
     dataset, items = _dataset(name)
-    for answer in ADVERSARIAL:
-        started = time.perf_counter()
-        with _no_code_runs():
+    for answer in ADVERSARIAL:  # each refused before any work (else pytest's timeout)
+        with compiles_nothing():
             score = SCORERS[name](dataset, answer, items[0])
         assert score == UNREADABLE[name], (answer[:80], score)
-        assert time.perf_counter() - started < 2.0, answer[:80]
 
 
 def _frames(back: int) -> str:
@@ -377,7 +344,7 @@ def test_reasoning_gym_rewards_code_and_ours_does_not(name: str) -> None:
     item = next(item for item in items if item["metadata"].get("variable", "x") == "x")
     hacks = [HACKS[name](item, back) for back in range(6)]
     assert max(dataset.score_answer(hack, item) for hack in hacks) == 1.0
-    with _no_code_runs():
+    with compiles_nothing():
         assert {SCORERS[name](dataset, hack, item) for hack in hacks} == {UNREADABLE[name]}
 
 
@@ -614,11 +581,9 @@ def test_rational_values_are_sympys() -> None:
     ],
 )
 def test_caps_refuse_before_computing(text: str) -> None:
-    started = time.perf_counter()
     for read in (number, expression):
         with pytest.raises(ExpressionError):
             read(text)
-    assert time.perf_counter() - started < 1.0
 
 
 def test_caps_admit_what_the_datasets_need() -> None:

@@ -10,18 +10,17 @@ reasoning-gym would run: ours must score them as unreadable, fast, and compile n
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import functools
 import json
 import random
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import reasoning_gym
 
+from tests.helpers import compiles_nothing
+from wander.service.envs import guard
 from wander.service.envs.rg_scoring.literals import (
     MAX_CHARS,
     MAX_DEPTH,
@@ -274,33 +273,6 @@ def test_deliberate_differences() -> None:
         )
 
 
-_WATCHING: contextvars.ContextVar[bool] = contextvars.ContextVar("watching", default=False)
-_COMPILES: list[str] = []
-
-
-@functools.cache
-def _install_audit_hook() -> None:
-    """Once per process (an audit hook cannot be removed): it records only while watched."""
-
-    def hook(event: str, args: tuple[Any, ...]) -> None:
-        if event in ("compile", "exec") and _WATCHING.get():
-            _COMPILES.append(event)
-
-    sys.addaudithook(hook)
-
-
-@contextlib.contextmanager
-def compiles() -> Iterator[list[str]]:
-    """The compile and exec audit events raised inside the block."""
-    _install_audit_hook()
-    _COMPILES.clear()
-    token = _WATCHING.set(True)
-    try:
-        yield _COMPILES
-    finally:
-        _WATCHING.reset(token)
-
-
 CODE = [
     "oracle_answer", "oracle_answer.split()", "list(oracle_answer)", "valid_solutions[0]",
     "__import__('os').system('id')", "[x for x in 'abc']", "'a' + 'b'", "[1]*3",
@@ -312,19 +284,15 @@ CODE = [
 
 
 def test_code_is_never_run() -> None:
-    with compiles() as events:  # the hook sees reasoning-gym's eval
-        assert rg_score("string_insertion", "oracle_answer", entries("string_insertion")[0]) == 0.1
-    assert events
-    spent = 0.0
+    before = guard.refusals()
+    with contextlib.suppress(guard.EvaluationRefused), guard.untrusted():
+        rg_score("string_insertion", "oracle_answer", entries("string_insertion")[0])
+    assert guard.refusals() > before  # the guard sees reasoning-gym's eval
     for name, ours in SCORERS.items():
         for entry in entries(name)[:3]:
             rewarded = rg_score(name, HACKS[name], entry)  # the hack reasoning-gym rewards
             assert rewarded == PARTIAL[name]
             assert ours(dataset(name), HACKS[name], entry) == 0.0 < rewarded
-            with compiles() as events:
-                started = time.perf_counter()
+            with compiles_nothing():
                 scores = [ours(dataset(name), answer, entry) for answer in CODE]
-                spent += time.perf_counter() - started
-            assert events == []
             assert [code[:40] for code, score in zip(CODE, scores, strict=True) if score] == []
-    assert spent < 0.5

@@ -23,7 +23,14 @@ import httpx
 import pytest
 from asgi_lifespan import LifespanManager
 
-from tests.helpers import LIGHT_P99_BOUND, fork_servers, light_client, p99, workers_of
+from tests.helpers import (
+    LIGHT_P99_BOUND,
+    fork_servers,
+    light_client,
+    p99,
+    plugin_service,
+    workers_of,
+)
 from wander.service.app import create_app
 from wander.service.archive.migrations import upgrade
 from wander.service.settings import Settings
@@ -48,19 +55,11 @@ def alive(pid: int) -> bool:
 def service(
     plugin_site: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServiceProcess]:
-    database = f"sqlite:///{tmp_path_factory.mktemp('sandbox')}/archive.db"
-    upgrade(database)
-    process = ServiceProcess(
-        {
-            "PYTHONPATH": str(plugin_site),
-            "WANDER_DATABASE_URL": database,
-            "WANDER_REDIS_URL": "",
-            "WANDER_ENV_CALL_SECONDS": str(DEADLINE),
-            "WANDER_ENV_MEMORY_BYTES": str(MEMORY),
-        }
-    ).start()
-    yield process
-    process.stop()
+    with plugin_service(
+        plugin_site, tmp_path_factory.mktemp("sandbox"),
+        WANDER_ENV_CALL_SECONDS=str(DEADLINE), WANDER_ENV_MEMORY_BYTES=str(MEMORY),
+    ) as process:  # fmt: skip
+        yield process
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from wander.service.archive.migrations import upgrade
+from tests.helpers import plugin_service
 from wander.service.envs import Registry
 from wander.service.sandbox.fairness import FairSlots
 from wander.testing import ServiceProcess
@@ -43,20 +43,12 @@ root_only = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and uids ne
 def service(
     plugin_site: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServiceProcess]:
-    database = f"sqlite:///{tmp_path_factory.mktemp('isolation')}/archive.db"
-    upgrade(database)
-    process = ServiceProcess(
-        {
-            "PYTHONPATH": str(plugin_site),
-            "WANDER_DATABASE_URL": database,
-            "WANDER_REDIS_URL": "",
-            "WANDER_API_KEYS": ",".join(f"{tenant}:trainer:{key}" for tenant, key in KEYS.items()),
-            "WANDER_ENV_CALL_SECONDS": str(DEADLINE),
-            "WANDER_ENV_WORKERS": "2",
-        }
-    ).start()
-    yield process
-    process.stop()
+    keys = ",".join(f"{tenant}:trainer:{key}" for tenant, key in KEYS.items())
+    with plugin_service(
+        plugin_site, tmp_path_factory.mktemp("isolation"), WANDER_API_KEYS=keys,
+        WANDER_ENV_CALL_SECONDS=str(DEADLINE), WANDER_ENV_WORKERS="2",
+    ) as process:  # fmt: skip
+        yield process
 
 
 @pytest.fixture

@@ -18,8 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import create, error_of, step
-from wander.service.archive.migrations import upgrade
+from tests.helpers import create, error_of, plugin_service, step
 from wander.testing import ServiceProcess
 
 
@@ -28,12 +27,8 @@ def service(
     plugin_site: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServiceProcess]:
     """A real service with the test plugin, whose ``hostile`` environment forges replies."""
-    database = f"sqlite:///{tmp_path_factory.mktemp('replies')}/archive.db"
-    upgrade(database)
-    env = {"PYTHONPATH": str(plugin_site), "WANDER_REDIS_URL": "", "WANDER_DATABASE_URL": database}
-    process = ServiceProcess(env).start()
-    yield process
-    process.stop()
+    with plugin_service(plugin_site, tmp_path_factory.mktemp("replies")) as process:
+        yield process
 
 
 def reply(**changes: Any) -> dict[str, Any]:
