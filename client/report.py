@@ -9,6 +9,7 @@ from rich.table import Table
 
 from wander.client.evaluation import EvalSummary, Evaluation
 from wander.client.models import CategoricalSummary, NumericSummary
+from wander.extras import install_command
 
 
 def summary_table(summary: EvalSummary) -> Table:
@@ -88,7 +89,7 @@ def _pyplot() -> Any:
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise ImportError(
-            "plots need matplotlib: pip install 'wander-rl[plot]'", name=exc.name
+            f"plots need matplotlib: {install_command('plot')}", name=exc.name
         ) from exc
     return plt
 

@@ -23,6 +23,7 @@ from wander.client.policies import MinimaxPolicy, OpenAIChatPolicy, RandomPolicy
 from wander.client.policies.tictactoe import NotATicTacToePrompt, best_moves, read_board
 from wander.client.report import plot
 from wander.client.retry import NO_RETRY
+from wander.extras import install_command
 from wander.service.envs.seeding import example_seed
 from wander.service.envs.tictactoe import TicTacToe, TicTacToeConfig
 from wander.service.envs.tictactoe.env import render_board
@@ -358,7 +359,7 @@ def test_wander_eval_checks_for_matplotlib_before_playing(
             "--plot", str(tmp_path / "r.png")]  # fmt: skip
     result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
     assert result.exit_code == 2, result.output
-    assert "plots need matplotlib: pip install 'wander-rl[plot]'" in result.output
+    assert f"plots need matplotlib: {install_command('plot')}" in result.output
     assert episodes_created(live.url) == before
     assert list(tmp_path.iterdir()) == []
 

@@ -11,10 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.helpers import service
+from wander.extras import install_command
 from wander.service.settings import Settings
 from wander.testing import ServiceProcess
 
-EXTRA = "pip install 'wander-rl[rg]'"
+EXTRA = install_command("rg")
 
 
 @pytest.fixture

@@ -35,7 +35,9 @@ def __getattr__(name: str) -> Any:
     except ModuleNotFoundError as exc:
         if exc.name != "verifiers":
             raise
+        from wander.extras import install_command
+
         raise ModuleNotFoundError(
-            f"wander.{name} needs Verifiers: pip install 'wander-rl[verifiers]'", name=exc.name
+            f"wander.{name} needs Verifiers: {install_command('verifiers')}", name=exc.name
         ) from exc
     return getattr(verifiers, name)

@@ -9,6 +9,8 @@ from typing import Annotated, Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 
+from wander.extras import install_command
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -102,8 +104,7 @@ def service_settings() -> Any:
         from wander.service.settings import Settings
     except ImportError as exc:
         raise typer.BadParameter(
-            f"the service is not installed ({exc.name} is missing): "
-            "pip install 'wander-rl[service]'"
+            f"the service is not installed ({exc.name} is missing): {install_command('service')}"
         ) from exc
     from pydantic import ValidationError
 

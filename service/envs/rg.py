@@ -6,7 +6,7 @@ by the dataset's own ``score_answer``, except where that evaluates the answer as
 those datasets are scored by Wander's own parsers (``rg_scoring``), which give the same
 scores without running a character of the answer. Generator options pass through in
 ``config.options``, each within its bound (``rg_bounds``). Needs the ``rg`` extra:
-``pip install 'wander-rl[rg]'``.
+the ``rg`` extra.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any, cast
 from pydantic import Field, create_model, model_validator
 from pydantic_core import PydanticCustomError
 
+from wander.extras import install_command
 from wander.sdk import (
     Environment,
     EnvironmentUnavailable,
@@ -206,7 +207,7 @@ def environments() -> list[ReasoningGymEnv]:
         from reasoning_gym.factory import CURRICULA, DATASETS
     except ImportError:
         raise EnvironmentUnavailable(
-            "needs the reasoning-gym package, which is not installed: pip install 'wander-rl[rg]'"
+            f"needs the reasoning-gym package, which is not installed: {install_command('rg')}"
         ) from None
     envs = []
     for name, (_, config_class) in sorted(DATASETS.items()):

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from wander.commands.train import require_trainer
+from wander.extras import install_command
 
 policy = typer.Typer(help="Baseline policies.", no_args_is_help=True)
 
@@ -96,7 +97,7 @@ def serve(
     except ImportError as exc:
         raise typer.BadParameter(
             f"serving needs FastAPI and uvicorn ({exc.name} is missing): "
-            "pip install 'wander-rl[service]'"
+            f"{install_command('service')}"
         ) from exc
     app = create_policy_app(make_policy(name, noise=noise, seed=seed), name.value)
     typer.echo(f"Baseline {name.value} on http://{host}:{port}/v1 (model name: {name.value})")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from wander.extras import install_command
 from wander.options import (
     ApiKeyOption,
     ConfigOption,
@@ -22,7 +23,7 @@ from wander.options import (
 if TYPE_CHECKING:
     from wander.client import WanderClient
 
-train = typer.Typer(help="Train a policy (needs: pip install 'wander-rl\\[trainer]').",
+train = typer.Typer(help="Train a policy (needs the trainer extra).",
                     no_args_is_help=True)  # fmt: skip
 
 
@@ -31,8 +32,7 @@ def require_trainer() -> None:
         import trl  # noqa: F401
     except ImportError as exc:
         raise typer.BadParameter(
-            f"this needs the trainer extra ({exc.name} is missing): "
-            "pip install 'wander-rl[trainer]'"
+            f"this needs the trainer extra ({exc.name} is missing): {install_command('trainer')}"
         ) from exc
 
 
