@@ -15,6 +15,7 @@ import asyncio
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +34,7 @@ from tests.helpers import (
 )
 from wander.service.app import create_app
 from wander.service.archive.migrations import upgrade
+from wander.service.sandbox.launcher import remove_orphaned_folders
 from wander.service.settings import Settings
 from wander.testing import ServiceProcess
 
@@ -287,3 +289,18 @@ async def test_a_call_that_finds_every_worker_busy_too_long_is_refused_503(
     assert refused.json()["error"]["code"] == "env_busy"
     assert refused.headers["retry-after"] == "1"
     assert after.status_code == 200, after.text
+
+
+def test_the_folders_of_killed_services_are_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A service killed with ``kill -9`` left its fork server's folder in the temp
+    directory; the next fork server to start removes it, never a live service's."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = tmp_path / "wander-env-4194305-abcd"  # past the kernel's largest pid
+    live = tmp_path / f"wander-env-{os.getpid()}-efgh"
+    other = tmp_path / "wander-env-notapid"
+    for folder in (dead, live, other):
+        (folder / "worker").mkdir(parents=True)
+    remove_orphaned_folders()
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([live.name, other.name])

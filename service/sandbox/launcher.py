@@ -58,6 +58,20 @@ def worker_environment(directory: Path) -> dict[str, str]:
 
 
 FAST_FORKS = {"PYTHONMALLOC": "malloc", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+FOLDER_PREFIX = "wander-env-"
+"""The fork server's temporary folder is ``wander-env-<the service's pid>-<random>``."""
+
+
+def remove_orphaned_folders() -> None:
+    """Remove the folders of fork servers whose service is gone: a service killed with
+    ``kill -9`` takes its fork server with it (``PR_SET_PDEATHSIG``), and no one is left
+    to remove their folder. A live service's folder is never touched."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*-*"):
+        owner = folder.name.removeprefix(FOLDER_PREFIX).split("-", 1)[0]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 """Python's objects in glibc's heap, which glibc asks the kernel to back with huge pages
 (transparent huge pages, ``madvise`` mode): a fork copies the page tables of the fork
 server's ~120 MB, and a worker's exit drops them, and with 2 MB pages there are 512
@@ -166,7 +180,8 @@ class ForkServer:
     async def start(cls, limits: Limits, max_frame_bytes: int) -> ForkServer:
         """A fork server that has imported the environments and confined itself;
         ``EnvFailed`` if it could not."""
-        directory = Path(tempfile.mkdtemp(prefix="wander-env-"))
+        remove_orphaned_folders()
+        directory = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))
         control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             process = await asyncio.create_subprocess_exec(
