@@ -6,7 +6,8 @@ import os
 
 HEADER = 8
 MAX_FRAME_BYTES = 256 << 20
-"""The largest frame either side accepts: a worker's reply past it is an error."""
+"""The largest request a worker reads (the service's own). A worker's reply is capped
+far lower, at ``WANDER_MAX_EPISODE_BYTES``, by the pool that reads it (``launcher.py``)."""
 
 
 def read_frame(fd: int) -> bytes | None:
