@@ -99,12 +99,10 @@ class EdgeProtocol(HttpToolsProtocol):
         """Whether the headers, counted so far and with ``data``, pass the limit before
         they end (body bytes after their end in the same ``data`` do not count)."""
         room = self.limits.max_header_bytes - self._header_bytes
-        seen = self._tail + data
+        carried, seen = len(self._tail), self._tail + data  # a terminator split over reads
         self._header_bytes += len(data)
         self._tail = seen[-(len(HEADERS_END) - 1) :]
-        if len(data) <= room:
-            return False
-        return HEADERS_END not in seen[: len(self._tail) + room + len(HEADERS_END)]
+        return len(data) > room and HEADERS_END not in seen[: carried + room]
 
     def on_message_begin(self) -> None:
         super().on_message_begin()

@@ -7,10 +7,11 @@ connections. Each case below held a connection open for ever, or read it all.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import httpx
@@ -68,14 +69,18 @@ def get(path: str, *headers: str) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
+def send_until_refused(sock: socket.socket, chunks: Iterable[bytes], pause: float = 0) -> None:
+    """Send ``chunks`` (``pause`` seconds apart) until they end or the service hangs up."""
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        for chunk in chunks:
+            sock.sendall(chunk)
+            time.sleep(pause)
+
+
 def test_headers_past_the_cap_are_431_and_never_read_whole(service: ServiceProcess) -> None:
     sock = connect(service)
     sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: wander.test\r\nX-Big: ")
-    try:
-        for _ in range(12 * 16):  # 12 MB, 64 KiB at a time: the service stops reading early
-            sock.sendall(b"a" * 65536)
-    except (BrokenPipeError, ConnectionResetError):
-        pass
+    send_until_refused(sock, [b"a" * 65536] * (12 * 16))  # 12 MB: never read whole
     response, _ = until_closed(sock)
     assert status_and_code(response) == (431, "headers_too_large")
 
@@ -95,31 +100,28 @@ def test_headers_under_the_cap_are_served(service: ServiceProcess) -> None:
 def test_a_request_whose_headers_never_end_is_closed(service: ServiceProcess, sent: bytes) -> None:
     sock = connect(service)
     sock.sendall(sent)
-    response, waited = until_closed(sock)
+    response, _ = until_closed(sock)
     assert status_and_code(response) == (408, "request_timeout")
-    assert waited < WAIT
 
 
 def test_a_slow_body_is_closed(service: ServiceProcess) -> None:
     sock = connect(service)
     head = "POST /v1/episodes HTTP/1.1\r\nHost: w\r\nContent-Type: application/json\r\n"
     sock.sendall(f"{head}Content-Length: 1000\r\n\r\n{{".encode())
-    started = time.monotonic()
-    try:
-        while time.monotonic() - started < REQUEST_TIMEOUT + 1:  # a byte now and then
-            sock.sendall(b" ")
-            time.sleep(0.2)
-    except (BrokenPipeError, ConnectionResetError):
-        pass
+    pause = 0.2  # a byte now and then, past the request's deadline
+    send_until_refused(sock, [b" "] * int((REQUEST_TIMEOUT + 1) / pause), pause)
     response, _ = until_closed(sock)
     assert status_and_code(response) == (408, "request_timeout")
 
 
-def test_an_idle_keep_alive_connection_is_closed(service: ServiceProcess) -> None:
+def test_an_idle_keep_alive_connection_is_closed_after_the_setting(
+    service: ServiceProcess,
+) -> None:
     sock = connect(service)
     sock.sendall(get("/healthz"))
     response, waited = until_closed(sock)
-    assert response.startswith(b"HTTP/1.1 200") and waited < WAIT
+    assert response.startswith(b"HTTP/1.1 200")
+    assert waited < KEEP_ALIVE + 3  # WANDER_KEEP_ALIVE_SECONDS, not uvicorn's own 5 s
 
 
 async def test_an_answer_that_takes_longer_than_the_deadlines_is_not_cut(
