@@ -229,7 +229,7 @@ def test_scores_are_reasoning_gyms(name: str) -> None:
         answers = CORPUS[name](item)
         answers = answers if _whole_corpus(name, index, item) else answers[:FEW]
         for answer in answers:
-            if answer is not None and "Integral" in answer:  # see _unintegrated
+            if _refused_deliberately(name, answer, item):
                 assert scorer(dataset, answer, item) == UNREADABLE[name], answer
                 continue
             theirs = dataset.score_answer(answer, item)
@@ -242,13 +242,25 @@ def test_scores_are_reasoning_gyms(name: str) -> None:
     assert compared >= SIZE * FEW and items_compared >= SIZE
 
 
+def _refused_deliberately(name: str, answer: str | None, item: dict[str, Any]) -> bool:
+    """Answers reasoning-gym rewards without the task, and Wander does not: an
+    ``Integral`` (``_unintegrated``), and a 24 made of other numbers than the puzzle's
+    (reasoning-gym checks only that there are four, within the config's range)."""
+    if answer is None:
+        return False
+    if name == "puzzle24":
+        used = sorted(int(digits) for digits in re.findall(r"\b\d+\b", answer))
+        return len(used) == 4 and used != sorted(item["metadata"]["numbers"])
+    return "Integral" in answer
+
+
 def _unintegrated(item: dict[str, Any]) -> str:
     """The integrand under ``Integral``: full marks from reasoning-gym, without integrating."""
     return f"Integral({item['metadata']['integrand']}, {item['metadata']['variable']})"
 
 
 DIFFERENCES: dict[str, list[Callable[[dict[str, Any]], str]]] = {
-    "puzzle24": [lambda item: "E*(1+2+3+3)", lambda item: "7*7//2*1"],  # int(9*E) is 24
+    "puzzle24": [lambda item: "E*(1+2+3+3)", lambda item: "7*7//2*1", lambda item: "6*4*1*1"],
     "countdown": [lambda item: f"({item['answer']})*E/E", lambda item: "8 // 2"],
     "polynomial_multiplication": [lambda item: f"{item['answer']} + 0x0"],  # hexadecimal
     "simple_integration": [lambda item: f"{item['answer']} + log(x, x)", _unintegrated],
@@ -256,8 +268,9 @@ DIFFERENCES: dict[str, list[Callable[[dict[str, Any]], str]]] = {
 }  # log(x, x) and gamma(2) are 1
 """Answers that reasoning-gym reads (most of them it rewards) and that are outside the
 grammar here: a value through a constant or a root in the number games, an operator, a
-function or a literal this parser does not read; ``Integral``, deliberately. None is
-code; ours scores each as unreadable."""
+function or a literal this parser does not read; deliberately, ``Integral`` and a 24
+of other numbers than the puzzle's (``_refused_deliberately``). None is code; ours scores
+each as unreadable."""
 
 
 @pytest.mark.parametrize("name", list(SCORERS))

@@ -32,8 +32,10 @@ _INTEGERS = re.compile(r"\b\d+\b")
 
 
 def score_puzzle24(dataset: Any, answer: str | None, entry: dict[str, Any]) -> float:
-    """1.0 when ``int()`` of the value is 24 and the text writes four integers within the
-    config's range (which need not be the puzzle's); 0.01 otherwise."""
+    """1.0 when ``int()`` of the value is 24 and the text writes the puzzle's four
+    numbers; 0.01 otherwise. reasoning-gym asks only for four integers within the
+    config's range, so one answer (``6*4*1*1``) solved every puzzle: a reward without
+    the task, refused here deliberately."""
     if answer is None:
         return 0.01
     try:
@@ -42,7 +44,8 @@ def score_puzzle24(dataset: Any, answer: str | None, entry: dict[str, Any]) -> f
         used = [int(digits) for digits in _INTEGERS.findall(answer)]
         config = dataset.config
         within = all(config.min_value <= used_number <= config.max_value for used_number in used)
-        if len(used) == 4 and within and solved:
+        theirs = sorted(used) == sorted(entry["metadata"]["numbers"])
+        if len(used) == 4 and within and theirs and solved:
             return 1.0
     except Exception:
         pass
