@@ -43,6 +43,9 @@ EVALUATING_DATASETS = {
 }  # fmt: skip
 """The datasets whose reasoning-gym scorer compiled text in the audit of
 ``AUDITED_VERSION``: exactly those Wander scores with its own parsers."""
+UNEARNED = {"game_of_life_halting"}
+"""Datasets whose reasoning-gym scorer rewards answers that do not do the task
+(``rg_scoring/unearned.py``; ``test_no_constant_answer_scores_every_item``)."""
 HOSTILE = [
     "oracle_answer",
     "oracle_answer.split()",
@@ -134,7 +137,7 @@ def test_the_audit_finds_exactly_the_datasets_that_evaluate() -> None:
                 if refusals_scoring(generator.score_answer, answer, item):
                     found.add(name)
     assert found == EVALUATING_DATASETS
-    assert set(SCORERS) == EVALUATING_DATASETS
+    assert set(SCORERS) == EVALUATING_DATASETS | UNEARNED
 
 
 @pytest.mark.parametrize("dataset", sorted(EVALUATING_DATASETS))
@@ -149,3 +152,25 @@ def test_wanders_scoring_compiles_nothing(dataset: str) -> None:
             assert refusals_scoring(env.score, config, state) == 0, (index, answer)
         right = {"split": "train", "index": index, "question": "", "answer": str(item["answer"])}
         assert env.score(config, right).components["correct"] == 1.0
+
+
+CONSTANTS = ["0", "1", "True", "False", "x"]
+
+
+def test_no_constant_answer_scores_every_item() -> None:
+    """game_of_life_halting gave 1.0 to any non-empty answer (``bool("False")`` is
+    true). Through Wander, no fixed answer scores on (nearly) every item of any listed
+    dataset, unless it is every item's answer."""
+    config = RGConfig(train_size=6)
+    found = []
+    for name, env in listed().items():
+        items = [env.entry(config, "train", index) for index in range(6)]
+        for answer in CONSTANTS:
+            if all(str(item["answer"]).strip() == answer for item in items):
+                continue
+            states = [{"split": "train", "index": i, "question": "", "answer": answer}
+                      for i in range(6)]  # fmt: skip
+            scores = [env.judge(config, state)[0] for state in states]
+            if sum(score >= 0.5 for score in scores) == len(scores):
+                found.append((name, answer))
+    assert found == []

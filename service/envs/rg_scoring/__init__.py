@@ -9,7 +9,8 @@ answer within the parser's grammar and caps, its "unreadable" score for the rest
 ``eval`` their own stored text at every score (``oracles``), which the worker's guard
 refuses like any other evaluation. ``tests/test_rg_scoring_*.py`` compare each with
 reasoning-gym's scorer on hundreds of examples; ``tests/test_no_evaluation.py`` is the
-audit that finds which datasets need one.
+audit that finds which datasets need one. One more scorer rewards every answer
+(``unearned``): it is replaced too.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from wander.service.envs.rg_scoring import expression_scorers, literals, oracles
+from wander.service.envs.rg_scoring import expression_scorers, literals, oracles, unearned
 
 Scorer = Callable[[Any, "str | None", dict[str, Any]], float]
 """``score(dataset, answer, entry)``: the dataset's ``score_answer(answer, entry)``."""
@@ -26,5 +27,7 @@ SCORERS: dict[str, Scorer] = {
     **literals.SCORERS,
     **expression_scorers.SCORERS,
     **oracles.SCORERS,
+    **unearned.SCORERS,
 }
-"""Dataset name -> Wander's scorer, for every dataset whose own scorer evaluates text."""
+"""Dataset name -> Wander's scorer, for every dataset whose own scorer evaluates text or
+rewards answers that do not do the task."""
