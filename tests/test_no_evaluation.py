@@ -174,3 +174,13 @@ def test_no_constant_answer_scores_every_item() -> None:
             if sum(score >= 0.5 for score in scores) == len(scores):
                 found.append((name, answer))
     assert found == []
+
+
+def test_game_of_life_halting_wants_the_right_answer() -> None:
+    env, config = listed()["game_of_life_halting"], RGConfig(train_size=6)
+    for index in range(6):
+        right = env.entry(config, "train", index)["answer"]
+        wrong = {"True": "False", "False": "True"}[right]
+        for answer, score in ((right, 1.0), (f" '{right.lower()}' ", 1.0), (wrong, 0.0)):
+            state = {"split": "train", "index": index, "question": "", "answer": answer}
+            assert env.judge(config, state)[0] == score, (index, answer)
