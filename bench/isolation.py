@@ -7,9 +7,11 @@ its worker may also be reused) through the service's ``WorkerPool``, one at a ti
   workers served one call each; what a pure-parsing environment's calls still get);
 - **fresh pre-forked worker**: each call takes a worker that the fork server forked,
   and that confined itself, ahead of the call, and the worker is killed after it;
-- **paced**: each call waits until the pool is full again, and at least ``GAP``: the
-  round trip of a call that finds a worker ready; **back to back**: without waiting,
-  so fresh workers are as many a second as the fork server sustains.
+- **back to back**: without waiting, so fresh workers are as many a second as the
+  fork server sustains; **once the pool is full**: each call waits (untimed) until
+  the pool has all its workers ready again: a pool kept warm; **paced**: the same and
+  at least ``GAP``, so that the machine idles between calls; **while the pool has one
+  ready**: waits only when none is.
 
 Then the fork server alone: workers forked, confined and killed per second, asked by
 one task, then by two. Prints a table (milliseconds per call).
@@ -60,13 +62,14 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 async def _calls(pool: WorkerPool, request: dict[str, Any], check: Any, calls: int,
-                 reuse: bool, paced: bool) -> tuple[list[float], float]:  # fmt: skip
+                 reuse: bool, pacing: str) -> tuple[list[float], float]:  # fmt: skip
     latencies = []
     started = time.perf_counter()
     for _ in range(calls):
-        if paced:  # until the pool is full again, and at least GAP seconds
-            began = time.perf_counter()
-            while pool.ready_workers < pool.ready_target or time.perf_counter() < began + GAP:
+        if pacing in ("paced", "full") or (pacing == "one ready" and not pool.ready_workers):
+            began = time.perf_counter()  # until the pool is full again (and GAP, paced)
+            gap = GAP if pacing == "paced" else 0
+            while pool.ready_workers < pool.ready_target or time.perf_counter() < began + gap:
                 await asyncio.sleep(0)
         began = time.perf_counter()
         await pool.call(request, check, tenant="bench", reuse=reuse)
@@ -106,17 +109,19 @@ async def isolation(calls: int, seconds: float) -> None:
         state = (await pool.call(start, partial(checked, "start", env)))["state"]
         request = {"op": "rescore", "env": ENV, "config": config, "state": state}
         check = partial(checked, "rescore", env)
-        await _calls(pool, request, check, 50, reuse=False, paced=True)  # warm up
+        await _calls(pool, request, check, 50, reuse=False, pacing="paced")  # warm up
         print(f"{platform.machine()}, {os.cpu_count()} cores, root: {os.geteuid() == 0}, "
               f"{settings.env_workers} workers")  # fmt: skip
         print("| worker per call | calls | median ms | p99 ms | calls/s |\n|---|---|---|---|---|")
-        for name, reuse, paced in [
-            ("reused worker, back to back", True, False),
-            ("reused worker, paced", True, True),
-            ("fresh pre-forked worker, paced", False, True),
-            ("fresh worker, back to back", False, False),
+        for name, reuse, pacing in [
+            ("reused worker, back to back", True, "back to back"),
+            ("reused worker, paced", True, "paced"),
+            ("fresh pre-forked worker, once the pool is full", False, "full"),
+            ("fresh pre-forked worker, paced", False, "paced"),
+            ("fresh pre-forked worker, back to back while one is ready", False, "one ready"),
+            ("fresh worker, back to back", False, "back to back"),
         ]:
-            latencies, took = await _calls(pool, request, check, calls, reuse, paced)
+            latencies, took = await _calls(pool, request, check, calls, reuse, pacing)
             print(f"| {name} | {calls} | {statistics.median(latencies) * 1e3:.3f} | "
                   f"{_quantile(latencies, 0.99) * 1e3:.3f} | {calls / took:,.0f} |")  # fmt: skip
         server = await pool._fork_server()  # the pool's own

@@ -9,11 +9,14 @@ none is in theirs), it ties itself to the service (``confine.die_with_parent``),
 imports every environment once, confines itself (``confine.prepare``: as root, its
 network namespace and the read-only jail), then forks workers on request, each confined
 on its own (``confine.confine``: pid, IPC and mount namespaces, a uid of its own from
-``WANDER_ENV_UIDS``, rlimits, Landlock's scopes) and warmed up (``worker.warm_up``).
+``WANDER_ENV_UIDS``, rlimits, Landlock's scopes) and warmed up (``worker.WarmUp``: for
+the environment and the call a request names, the service's latest).
 
-It never runs environment code on model text: it reads nothing from the service but
-fork requests, on a socket (``SOCK_SEQPACKET``, descriptor CONTROL) that no worker
-keeps. It says ``{"ready": layers}`` (or ``{"fatal": why}``) once, then answers each
+It never runs environment code on model text (only, once per environment Wander ships,
+a ``start`` of its first example, to warm workers up): it reads nothing from the service
+but fork requests (``{"env": name, "op": call}``, either null: what to warm up for), on a
+socket (``SOCK_SEQPACKET``, descriptor CONTROL) that no worker keeps. It says
+``{"ready": layers}`` (or ``{"fatal": why}``) once, then answers each
 request with ``{"pid": pid, "uid": uid}`` and two descriptors: the service's end of the
 worker's channel (a unix socket pair) and a pidfd of the worker, through which the
 service kills it (a pid could be a later process's by then, a pidfd cannot); or with
@@ -51,7 +54,7 @@ from wander.service.sandbox.confine import (
 )
 from wander.service.sandbox.frames import write_frame
 from wander.service.sandbox.uids import Uids, parse_range
-from wander.service.sandbox.worker import Worker, preload, serve, warm_up
+from wander.service.sandbox.worker import FALLBACK, WarmUp, Worker, preload, serve
 
 MESSAGE_BYTES = 4096
 """The largest message on the control socket (a request, or an answer without its
@@ -74,6 +77,8 @@ class ForkServer:
 
     def __init__(self, control: socket.socket, worker: Worker, jail: Jail, limits: Limits) -> None:
         self.control, self.worker, self.jail, self.limits = control, worker, jail, limits
+        self.warm_up = WarmUp(worker)
+        self.warm_up.prepare(FALLBACK)
         self.uids = Uids(parse_range(limits.uids))
         self.children: dict[int, Child] = {}
         self.wakeup, wakeup_end = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -94,7 +99,7 @@ class ForkServer:
             request = self.control.recv(MESSAGE_BYTES)
             if not request:  # the service closed it: it is stopping
                 break
-            answer, descriptors = self.fork()
+            answer, descriptors = self.fork(*_warm_up_for(request))
             try:
                 socket.send_fds(self.control, [orjson.dumps(answer)], descriptors)
             finally:
@@ -102,9 +107,10 @@ class ForkServer:
                     os.close(descriptor)
         self.stop()
 
-    def fork(self) -> tuple[dict[str, Any], list[int]]:
-        """A new worker: its pid and uid, and the service's end of its channel and its
-        pidfd; or why there is none."""
+    def fork(self, env: str | None, op: str | None) -> tuple[dict[str, Any], list[int]]:
+        """A new worker, warmed up for ``op`` calls of ``env``: its pid and uid, and the
+        service's end of its channel and its pidfd; or why there is none."""
+        episode = self.warm_up.prepare(env) if env is not None else None
         uid = self._free_uid() if self.jail.root else None
         if self.jail.root and uid is None:
             return {"error": f"every uid of {self.limits.uids} is held by a live worker"}, []
@@ -120,7 +126,7 @@ class ForkServer:
             self._forget(Child(uid, directory))
             return {"error": f"fork: {exc}"}, []
         if pid == 0:
-            self._become_worker(worker_end, uid, directory)
+            self._become_worker(worker_end, uid, directory, op, episode)
         worker_end.close()
         self.children[pid] = Child(uid, directory)
         return {"pid": pid, "uid": uid}, [service_end.detach(), os.pidfd_open(pid)]
@@ -139,8 +145,10 @@ class ForkServer:
             self.reap()
         return uid
 
-    def _become_worker(self, channel: socket.socket, uid: int | None, directory: Path | None
-                       ) -> NoReturn:  # fmt: skip
+    def _become_worker(
+        self, channel: socket.socket, uid: int | None, directory: Path | None, op: str | None,
+        episode: dict[str, Any] | None,
+    ) -> NoReturn:  # fmt: skip
         """The forked child: confine, say ready, serve; never back into the server's loop."""
         status = 1
         fd = channel.fileno()
@@ -150,7 +158,7 @@ class ForkServer:
             _close_all_but(0, 1, 2, fd, self.jail.lifeline)
             layers = confine(self.jail, self.limits, uid, directory or self.jail.home)
             os.close(self.jail.lifeline)
-            warm_up(self.worker)
+            self.warm_up.run(op, episode)
             write_frame(fd, orjson.dumps({"ready": layers}))
             serve(self.worker, fd, fd, retire_after=self.limits.cpu_seconds / 2)
             status = 0
@@ -189,6 +197,16 @@ class ForkServer:
                 os.waitpid(pid, 0)
             self._forget(child)
         self.children.clear()
+
+
+def _warm_up_for(request: bytes) -> tuple[str | None, str | None]:
+    """The environment and the call a fork request names (the service's own message)."""
+    with contextlib.suppress(orjson.JSONDecodeError):
+        named = orjson.loads(request)
+        if isinstance(named, dict):
+            env, op = named.get("env"), named.get("op")
+            return (env if isinstance(env, str) else None), (op if isinstance(op, str) else None)
+    return None, None
 
 
 def _close_all_but(*kept: int) -> None:

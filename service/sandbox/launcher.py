@@ -42,7 +42,6 @@ PASSED_VARIABLES = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "TZ")
 """All the fork server inherits of the service's environment: nothing that may hold a
 secret."""
 MESSAGE_BYTES = 4096
-FORK = b'{"fork":true}'
 
 
 def worker_environment(directory: Path) -> dict[str, str]:
@@ -214,13 +213,14 @@ class ForkServer:
         log.info("environment fork server %d started, confined by %s", process.pid, server.layers)
         return server
 
-    async def fork(self) -> WorkerProcess:
-        """A new worker, forked and not yet ready (``WorkerProcess.ready``); ``EnvFailed``
-        if the server could not fork one, or is gone (it is then ``broken``)."""
+    async def fork(self, env: str | None = None, op: str | None = None) -> WorkerProcess:
+        """A new worker, forked and not yet ready (``WorkerProcess.ready``), warmed up for
+        ``op`` calls of ``env``; ``EnvFailed`` if the server could not fork one, or is gone
+        (it is then ``broken``)."""
         loop = asyncio.get_running_loop()
         async with self._asking:
             try:
-                await loop.sock_sendall(self.control, FORK)
+                await loop.sock_sendall(self.control, orjson.dumps({"env": env, "op": op}))
                 answer, descriptors = await self._receive()
             except (EOFError, OSError) as exc:
                 self.broken = True

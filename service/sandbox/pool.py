@@ -96,6 +96,9 @@ class WorkerPool:
         self._refilling: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._expected: tuple[str | None, str | None] = (None, None)
+        """The environment and the call of the latest call: the next workers are warmed
+        up for them (``worker.WarmUp``)."""
 
     @property
     def ready_workers(self) -> int:
@@ -115,6 +118,7 @@ class WorkerPool:
         body = orjson.dumps(request)
         if not await self.slots.acquire(tenant, self.wait):
             raise EnvBusy(f"every environment worker stayed busy for {self.wait:g} s; try again")
+        self._expected = (request["env"], request["op"])
         try:
             return await self._run(body, request["env"], check, reuse)
         finally:
@@ -257,11 +261,11 @@ class WorkerPool:
         """A new worker, not ready yet; a fork server found gone is started again, once."""
         server = await self._fork_server()
         try:
-            return await server.fork()
+            return await server.fork(*self._expected)
         except EnvFailed:
             if not server.broken:
                 raise
-        return await (await self._fork_server()).fork()
+        return await (await self._fork_server()).fork(*self._expected)
 
     async def _when_ready(self, worker: WorkerProcess) -> None:
         try:
