@@ -9,7 +9,7 @@ COPY pyproject.toml README.md MANIFEST.in ./
 COPY tools ./tools
 COPY service ./service
 COPY client ./client
-COPY wander ./wander
+COPY cli ./cli
 COPY migrations ./migrations
 COPY trainer ./trainer
 RUN pip install --no-cache-dir ".[service]"

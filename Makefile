@@ -8,24 +8,36 @@ PORT ?= 8000
 
 .PHONY: serve test bench bench-scaling lint wheel screenshots clean
 
+# The package installs editable in strict mode: a tree of links under build/ shaped as
+# the installed package, so that static tools (editors, basedpyright, import-linter)
+# resolve `wander.*` as Python does (docs/architecture.md#layout). The tree lists the
+# files there were at install: adding or removing one in a package folder changes the
+# folder, and the next `make` relinks (~3 s).
+EDITABLE := --config-settings editable_mode=strict
+PACKAGE_FOLDERS := $(shell find cli service client trainer migrations -type d -not -name __pycache__)
+
 # Serving needs the service extra and nothing more: no torch, transformers or TRL.
 $(VENV)/.serve: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
-	$(PIP) -e '.[service]'
-	touch $@
+	$(PIP) -e '.[service]' $(EDITABLE)
+	touch $@ $(VENV)/.links
 
 # Everything the test suite needs, with the pins of constraints.txt (why: see there).
 $(VENV)/.dev: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
-	$(PIP) -c constraints.txt -e '.[dev]'
-	touch $@ $(VENV)/.serve
+	$(PIP) -c constraints.txt -e '.[dev]' $(EDITABLE)
+	touch $@ $(VENV)/.serve $(VENV)/.links
 
-serve: $(VENV)/.serve
+$(VENV)/.links: $(PACKAGE_FOLDERS)
+	$(PIP) --no-deps -e . $(EDITABLE)
+	touch $@
+
+serve: $(VENV)/.serve $(VENV)/.links
 	$(BIN)/wander serve --host $(HOST) --port $(PORT)
 
-test: $(VENV)/.dev
+test: $(VENV)/.dev $(VENV)/.links
 	$(BIN)/python -m pytest
 
 # The service benchmark matrix (a few minutes); results in bench/results/.
@@ -40,10 +52,11 @@ bench-scaling: $(VENV)/.dev
 	$(PIP) -c constraints.txt -e '.[bench,plot]'
 	$(BIN)/python -m bench.scaling $(SCALING)
 
-lint: $(VENV)/.dev
+lint: $(VENV)/.dev $(VENV)/.links
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m tests.layers
+	PYTHONPATH=. $(BIN)/lint-imports --no-logo
+	$(BIN)/basedpyright
 
 # Desktop and phone-width screenshots of every console page into docs/img/ (the README
 # shows them), taken in Debian's chromium (`apt-get install chromium`).

@@ -20,7 +20,14 @@ import re
 import uuid
 from typing import Any
 
-from openenv.core.env_server import Action, Environment, Observation, State, create_fastapi_app
+# openenv is installed in the interop venv only (tests/interop.py), not in the dev venv.
+from openenv.core.env_server import (  # pyright: ignore[reportMissingImports]
+    Action,
+    Environment,
+    Observation,
+    State,
+    create_fastapi_app,
+)
 from pydantic import Field
 
 LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))

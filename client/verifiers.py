@@ -2,7 +2,7 @@
 
 Verifiers finds a taskset by importing the top-level module named after its id and
 taking the one ``Taskset`` subclass (and the ``Env`` subclass) in its ``__all__``:
-``wander/__init__.py`` exports ``WanderTaskset`` and ``WanderEnv`` from here, lazily,
+``cli/__init__.py`` (the package ``wander``) exports ``WanderTaskset`` and ``WanderEnv`` from here, lazily,
 so that the base install never imports verifiers (``pip install 'wander-rl[verifiers]'``
 brings it).
 
@@ -29,7 +29,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import verifiers.v1 as vf
+import verifiers.v1 as vf  # pyright: ignore[reportMissingImports] (the verifiers extra)
 from pydantic import Field
 
 from wander.client.aio import AsyncWanderClient

@@ -17,7 +17,7 @@ import json
 import sys
 from typing import Any
 
-from openenv.core import GenericEnvClient
+from openenv.core import GenericEnvClient  # pyright: ignore[reportMissingImports] (interop venv)
 
 PREFERENCE = (4, 0, 2, 6, 8, 1, 3, 5, 7)
 GAME_CONFIG = {"min_random_move_prob": 0.5, "max_random_move_prob": 0.5, "max_turns": 12}
@@ -125,7 +125,9 @@ def drop(first: str, second: str) -> dict[str, Any]:
 
 def validate(base: str) -> dict[str, Any]:
     """OpenEnv 0.10's own runtime check of a server (``openenv validate --url``)."""
-    from openenv.cli._validation import validate_running_environment
+    from openenv.cli._validation import (  # pyright: ignore[reportMissingImports]
+        validate_running_environment,
+    )
 
     return validate_running_environment(base)
 
