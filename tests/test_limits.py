@@ -18,20 +18,20 @@ from wander.testing import ServiceProcess
 
 
 def test_a_declared_300_mb_body_is_refused_unread(live: ServiceProcess) -> None:
-    """Headers only: the service answers 413 at once, without waiting for the body."""
+    """Headers only: the service answers 413 and closes without waiting for the body (it
+    is never sent: a service that waited for it would leave ``recv`` to time out).
+    How long the answer takes: ``python -m bench.timings``."""
     with socket.create_connection(("127.0.0.1", live.port), timeout=5) as connection:
         connection.sendall(
             b"POST /v1/step HTTP/1.1\r\nHost: wander\r\nContent-Type: application/json\r\n"
             b"Content-Length: 300000000\r\n\r\n"
         )
-        started = time.monotonic()
         received = b""
         while chunk := connection.recv(4096):  # the service closes: it will not read the body
             received += chunk
         answer = received.decode()
     assert answer.startswith("HTTP/1.1 413"), answer
     assert '"code":"payload_too_large"' in answer.replace(" ", "")
-    assert time.monotonic() - started < 2
 
 
 @pytest.fixture

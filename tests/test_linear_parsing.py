@@ -1,12 +1,12 @@
 """Inline environments parse actions in linear time: tic-tac-toe runs on the event
 loop, and its regular expressions backtracked quadratically (``<move>`` x 8000 held
-the loop 3 s). The linear parsers find exactly what the expressions found."""
+the loop 3 s). The linear parsers find exactly what the expressions found. How long
+they take, against the expressions, is measured by ``python -m bench.timings``."""
 
 from __future__ import annotations
 
 import random
 import re
-import time
 
 import httpx
 import pytest
@@ -58,24 +58,24 @@ def test_reverse_text_finds_the_answer_the_expression_found() -> None:
 
 
 HOSTILE = (
-    "<move>" * 8000,
-    "<think>" * 8000,
-    "<think></think>" + "<move>" * 8000,
-    "<think></think><move>" * 3000,
+    "<move>" * 80_000,
+    "<think>" * 80_000,
+    "<think></think>" + "<move>" * 80_000,
+    "<think></think><move>" * 30_000,
 )
+"""Ten times the sizes that held the loop for seconds: on the expressions, minutes to
+hours (bench/README.md); the tests' timeouts are hang guards, not speed targets."""
 
 
+@pytest.mark.timeout(10)
 @pytest.mark.parametrize("content", HOSTILE, ids=["moves", "thinks", "think-moves", "pairs"])
-def test_hostile_actions_parse_in_milliseconds(content: str) -> None:
-    started = time.perf_counter()
-    formatted(content)
-    parse_move(content)
-    assert time.perf_counter() - started < 0.05
+def test_hostile_actions_are_parsed_as_no_move(content: str) -> None:
+    assert formatted(content) is False
+    assert parse_move(content) == "no <move>N</move> tag found"
 
 
-async def test_a_hostile_step_is_answered_at_once(api: httpx.AsyncClient) -> None:
+@pytest.mark.timeout(10)
+async def test_a_hostile_step_is_answered_as_an_invalid_move(api: httpx.AsyncClient) -> None:
     [episode] = await create(api, example=0)
-    started = time.perf_counter()
     response = await step(api, episode["id"], "<think></think>" + "<move>" * 8000, 0)
-    assert time.perf_counter() - started < 0.5
     assert response.status_code == 200, response.text
