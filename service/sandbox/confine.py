@@ -9,9 +9,9 @@ worker, before it reads a request). Each layer stops something the others do not
 - **no network** (a network namespace, root only): its loopback device is down, so code
   cannot reach Redis, PostgreSQL, the cloud's metadata endpoint or the internet; only
   its channel to the service remains. The fork server makes it once and its workers
-  share it: a namespace per worker cost 1.7 ms of CPU more per worker and as much again
-  in the kernel's deferred clean-up (a fork costs ~3 ms), while a shared one gives a
-  worker nothing to reach: no device is up, no worker can bring one up (no
+  share it: a namespace per worker costs CPU at every fork and as much again in the
+  kernel's deferred clean-up (bench/README.md, "Worker isolation"), while a shared one
+  gives a worker nothing to reach: no device is up, no worker can bring one up (no
   capability), and the abstract unix sockets, the one thing a network namespace
   scopes that a worker could use to meet another, are closed by Landlock's scope
   (below).
@@ -234,14 +234,16 @@ def _mount(source: str | None, target: str | Path, kind: str | None, flags: int,
 
 def _needed_paths() -> list[str]:
     """What the workers must still read: the system, the interpreter, ``sys.path``, and
-    the folder of every loaded module (an editable install maps packages to folders
-    that are on no ``sys.path``), each folder once (none inside another), never the
-    working directory (``python -m`` puts it on ``sys.path``)."""
+    the folder of every loaded module, where it is found and where its file really is
+    (an editable install maps packages to folders that are on no ``sys.path``, or to a
+    tree of links whose targets, an environment's data files among them, lie in the
+    repository), each folder once (none inside another), never the working directory
+    (``python -m`` puts it on ``sys.path``)."""
     folders = {*SYSTEM, sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}
     for module in list(sys.modules.values()):
         folders.update(getattr(module, "__path__", None) or ())
         if isinstance(file := getattr(module, "__file__", None), str):
-            folders.add(os.path.dirname(file))
+            folders.update({os.path.dirname(file), os.path.dirname(os.path.realpath(file))})
     links = {f for f in folders if os.path.islink(f) and f in SYSTEM}
     real = {os.path.realpath(f) for f in folders - links if f and os.path.isdir(f)}
     real -= {"/", os.getcwd()}
