@@ -206,7 +206,7 @@ def matrix_table(report: dict[str, Any]) -> list[str]:
 
 
 def websocket_table(rows: list[dict[str, Any]]) -> list[str]:
-    """The WS rows and the ratio against issue 21's target (>= 1.0x, p99 <= 25 ms)."""
+    """The WS rows and the ratio against the WebSocket target (>= 1.0x, p99 <= 25 ms)."""
     if not rows:
         return []
     lines = [
