@@ -1,4 +1,4 @@
-"""Wander's Python client: typed, async-first access to the v1 HTTP API (DESIGN §7).
+"""Wander's Python client: typed, async-first access to the v1 HTTP API (docs/api.md).
 
 from wander.client import WanderClient
 
@@ -9,16 +9,22 @@ with WanderClient("http://127.0.0.1:8000") as wander:
 
 from wander.client.aio import AsyncWanderClient
 from wander.client.episode import AsyncEpisode, Episode
+from wander.client.error_codes import ErrorCode
 from wander.client.errors import (
+    ArchiveStalled,
     BadRequest,
     Conflict,
+    EnvBusy,
     EnvironmentFailed,
     EnvNotFound,
     EpisodeDone,
     EpisodeNotDone,
     EpisodeNotFound,
     Forbidden,
+    InternalServerError,
     InvalidRequest,
+    KeyNotFound,
+    MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
     PolicyEndpointError,
@@ -55,6 +61,7 @@ from wander.client.sync import WanderClient
 
 __all__ = [
     "NO_RETRY",
+    "ArchiveStalled",
     "ArchivedEpisodesPage",
     "AssistantMessage",
     "AsyncEpisode",
@@ -64,6 +71,7 @@ __all__ = [
     "DeadLetterInfo",
     "DeadLettersChanged",
     "DeadLettersPage",
+    "EnvBusy",
     "EnvInfo",
     "EnvNotFound",
     "EnvironmentFailed",
@@ -72,9 +80,13 @@ __all__ = [
     "EpisodeNotDone",
     "EpisodeNotFound",
     "EpisodeRecord",
+    "ErrorCode",
     "Forbidden",
+    "InternalServerError",
     "InvalidRequest",
+    "KeyNotFound",
     "Message",
+    "MethodNotAllowed",
     "NotFound",
     "PayloadTooLarge",
     "PolicyEndpointError",

@@ -1,8 +1,14 @@
-"""Exceptions of the client, one per error code of the API (DESIGN §4)."""
+"""Exceptions of the client, one per error code of the API (DESIGN §4).
+
+``ERRORS_BY_CODE`` gives each ``ErrorCode`` its class; a code this client does not know
+(a newer service's) is typed by its status, else ``WanderAPIError``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+from wander.client.error_codes import ErrorCode
 
 
 class WanderError(Exception):
@@ -31,9 +37,13 @@ class PolicyEndpointError(Exception):
 
 
 class WanderAPIError(WanderError):
-    """The service answered with an error: ``status``, ``code``, ``message``, ``details``."""
+    """The service answered with an error: ``status``, ``code``, ``message``, ``details``.
+    ``code`` is an ``ErrorCode``, or a plain ``str`` where this client does not know it
+    (a newer service's code, or ``http_<status>`` for an answer without the error shape)."""
 
-    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
+    def __init__(
+        self, status: int, code: ErrorCode | str, message: str, details: Any = None
+    ) -> None:
         super().__init__(f"{status} {code}: {message}")
         self.status = status
         self.code = code
@@ -69,6 +79,15 @@ class EnvNotFound(NotFound):
 
 class RunNotFound(NotFound):
     """404 ``run_not_found``."""
+
+
+class KeyNotFound(NotFound):
+    """404 ``key_not_found``: no API key has that id (revoking one)."""
+
+
+class MethodNotAllowed(WanderAPIError):
+    """405 ``method_not_allowed``: the route takes other methods (a client older or newer
+    than the service)."""
 
 
 class Conflict(WanderAPIError):
@@ -113,43 +132,67 @@ class QuotaExceeded(WanderAPIError):
     raises it at once: finish or delete episodes, send less, or ask for a larger quota."""
 
 
+class InternalServerError(WanderAPIError):
+    """500 ``internal_error``: a bug in the service (its log has the traceback); not
+    retried."""
+
+
 class ServiceUnavailable(WanderAPIError):
-    """503: the store or the database is down; retried before it is raised."""
+    """503: the store or the database is down, or the service is full; nothing was
+    applied, and it is retried before it is raised."""
 
 
-ERRORS_BY_CODE: dict[str, type[WanderAPIError]] = {
-    "bad_request": BadRequest,
-    "unauthorized": Unauthorized,
-    "forbidden": Forbidden,
-    "episode_not_found": EpisodeNotFound,
-    "env_not_found": EnvNotFound,
-    "run_not_found": RunNotFound,
-    "not_found": NotFound,
-    "turn_mismatch": TurnMismatch,
-    "episode_done": EpisodeDone,
-    "episode_not_done": EpisodeNotDone,
-    "payload_too_large": PayloadTooLarge,
-    "headers_too_large": PayloadTooLarge,
-    "request_timeout": BadRequest,
-    "validation_error": InvalidRequest,
-    "env_timeout": EnvironmentFailed,
-    "env_failed": EnvironmentFailed,
-    "env_error": EnvironmentFailed,
-    "rate_limited": RateLimited,
-    "quota_exceeded": QuotaExceeded,
-    "store_unavailable": ServiceUnavailable,
-    "database_unavailable": ServiceUnavailable,
-    "server_busy": ServiceUnavailable,
+class EnvBusy(ServiceUnavailable):
+    """503 ``env_busy``: every environment worker stayed busy; the call never started."""
+
+
+class ArchiveStalled(ServiceUnavailable):
+    """503 ``archive_stalled``: archiving has failed for a while, though the database
+    answers (``/readyz``)."""
+
+
+ERRORS_BY_CODE: dict[ErrorCode, type[WanderAPIError]] = {
+    ErrorCode.BAD_REQUEST: BadRequest,
+    ErrorCode.UNAUTHORIZED: Unauthorized,
+    ErrorCode.FORBIDDEN: Forbidden,
+    ErrorCode.ENV_NOT_FOUND: EnvNotFound,
+    ErrorCode.EPISODE_NOT_FOUND: EpisodeNotFound,
+    ErrorCode.RUN_NOT_FOUND: RunNotFound,
+    ErrorCode.KEY_NOT_FOUND: KeyNotFound,
+    ErrorCode.NOT_FOUND: NotFound,
+    ErrorCode.METHOD_NOT_ALLOWED: MethodNotAllowed,
+    ErrorCode.REQUEST_TIMEOUT: BadRequest,
+    ErrorCode.TURN_MISMATCH: TurnMismatch,
+    ErrorCode.EPISODE_DONE: EpisodeDone,
+    ErrorCode.EPISODE_NOT_DONE: EpisodeNotDone,
+    ErrorCode.PAYLOAD_TOO_LARGE: PayloadTooLarge,
+    ErrorCode.VALIDATION_ERROR: InvalidRequest,
+    ErrorCode.ENV_TIMEOUT: EnvironmentFailed,
+    ErrorCode.ENV_FAILED: EnvironmentFailed,
+    ErrorCode.ENV_ERROR: EnvironmentFailed,
+    ErrorCode.RATE_LIMITED: RateLimited,
+    ErrorCode.QUOTA_EXCEEDED: QuotaExceeded,
+    ErrorCode.HEADERS_TOO_LARGE: PayloadTooLarge,
+    ErrorCode.INTERNAL_ERROR: InternalServerError,
+    ErrorCode.STORE_UNAVAILABLE: ServiceUnavailable,
+    ErrorCode.DATABASE_UNAVAILABLE: ServiceUnavailable,
+    ErrorCode.ENV_BUSY: EnvBusy,
+    ErrorCode.SERVER_BUSY: ServiceUnavailable,
+    ErrorCode.ARCHIVE_STALLED: ArchiveStalled,
+    ErrorCode.HTTP_ERROR: WanderAPIError,  # its status says more: typed by ERRORS_BY_STATUS
 }
+"""The class of each code; ``tests/test_error_table.py`` checks that none is missing."""
 ERRORS_BY_STATUS: dict[int, type[WanderAPIError]] = {
     400: BadRequest,
     401: Unauthorized,
     403: Forbidden,
     404: NotFound,
+    405: MethodNotAllowed,
     409: Conflict,
     413: PayloadTooLarge,
     422: InvalidRequest,
     429: RateLimited,
+    500: InternalServerError,
     503: ServiceUnavailable,
 }
 
@@ -161,5 +204,8 @@ def error_from_response(status: int, body: Any, text: str) -> WanderAPIError:
         code, message, details = error["code"], str(error.get("message", "")), error.get("details")
     else:
         code, message, details = f"http_{status}", text[:500] or "no error message", None
-    cls = ERRORS_BY_CODE.get(code) or ERRORS_BY_STATUS.get(status, WanderAPIError)
-    return cls(status, code, message, details)
+    known = ErrorCode.known(code)
+    cls = WanderAPIError if known is None else ERRORS_BY_CODE[known]
+    if cls is WanderAPIError:  # a code newer than this client, or ``http_error``
+        cls = ERRORS_BY_STATUS.get(status, WanderAPIError)
+    return cls(status, known or code, message, details)

@@ -22,7 +22,10 @@ from pydantic import (
     Field,
     StringConstraints,
     Tag,
+    WithJsonSchema,
 )
+
+from wander.client.error_codes import ErrorCode
 
 SEED_LIMIT = 2**63
 """Seeds are 63-bit (DESIGN §3)."""
@@ -391,8 +394,19 @@ class StepResult(BaseModel):
     info: dict[str, Any]
 
 
+_ERROR_CODE_SCHEMA = {
+    "type": "string",
+    "enum": [code.value for code in ErrorCode],
+    "description": "What went wrong, for programs (docs/api.md#errors). A client takes any "
+    "other string too: a newer service may send a code it does not know.",
+}
+
+
 class ErrorInfo(BaseModel):
-    code: str
+    code: Annotated[
+        ErrorCode | str, Field(union_mode="left_to_right"), WithJsonSchema(_ERROR_CODE_SCHEMA)
+    ]
+    """An ``ErrorCode``; a plain ``str`` where the code is newer than this client."""
     message: str
     details: Any = None
 

@@ -8,15 +8,18 @@ from dataclasses import dataclass
 import httpx
 
 from wander.client._api import Call
+from wander.client.error_codes import ErrorCode
 
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 """Transport errors raised before the request left: resending cannot apply it twice."""
 NOT_APPLIED = frozenset({429, 503})
-"""Statuses with which the service says it did nothing. A 429 is worth waiting for
-only with ``Retry-After`` (``rate_limited``); without it (``quota_exceeded``) the
-same request would be refused again until the tenant's episodes end."""
+"""For an answer without a code this client knows (a proxy's, or a newer service's):
+statuses with which the service says it did nothing. A 429 is worth waiting for only
+with ``Retry-After``. An answer with a known code is retried by its ``retryable`` flag
+(``ErrorCode``): ``rate_limited`` is, ``quota_exceeded`` is not (the same request would
+be refused again until the tenant's episodes end)."""
 TRANSIENT = NOT_APPLIED | {502, 504}
-"""Statuses worth retrying for requests that are safe to resend."""
+"""Statuses worth retrying, without a known code, for requests that are safe to resend."""
 
 _jitter = random.Random()
 
@@ -44,15 +47,37 @@ class Retry:
         if error is not None and not (call.idempotent or isinstance(error, NOT_SENT)):
             return None
         if response is not None:
-            if response.status_code not in (TRANSIENT if call.idempotent else NOT_APPLIED):
+            if not retryable(call, response):
                 return None
             retry_after = response.headers.get("retry-after", "")
-            if response.status_code == 429 and not retry_after:
-                return None
             if retry_after.isdigit():
                 return min(float(retry_after), self.max_backoff_seconds)
         backoff = min(self.max_backoff_seconds, self.backoff_seconds * 2**attempt)
         return backoff * (0.5 + _jitter.random() / 2)
+
+
+def retryable(call: Call[object], response: httpx.Response) -> bool:
+    """Whether ``response`` to ``call`` is worth sending ``call`` again for: by its code's
+    ``retryable`` where the client knows the code, else by its status."""
+    status = response.status_code
+    if status < 400:
+        return False
+    code = error_code(response)
+    if code is not None:
+        return code.retryable
+    if status == 429 and not response.headers.get("retry-after"):
+        return False
+    return status in (TRANSIENT if call.idempotent else NOT_APPLIED)
+
+
+def error_code(response: httpx.Response) -> ErrorCode | None:
+    """The code of an error ``response`` in the API's error shape, if this client knows it."""
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):  # not JSON, or not an object
+        return None
+    code = error.get("code") if isinstance(error, dict) else None
+    return ErrorCode.known(code) if isinstance(code, str) else None
 
 
 NO_RETRY = Retry(attempts=1)

@@ -1,4 +1,7 @@
-"""The episode engine: turns, seeds, limits and atomic steps (DESIGN §2-4).
+"""The episode engine: turns, seeds, limits and atomic steps.
+
+The contract is docs/architecture.md, "The episode engine", and docs/api.md,
+"Step semantics".
 
 Environments are pure functions of (config, state, action, rng); the engine
 loads an episode from the store, calls the environment and writes the result
@@ -21,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from wander.client.error_codes import ErrorCode
 from wander.client.models import Action, BatchStepItem, CreateEpisodesRequest
 from wander.service import metrics
 from wander.service.catalog import Catalog, parse_config
@@ -504,7 +508,9 @@ def _item_error(episode_id: str, exc: Exception) -> StepError:
         error = {"code": exc.code, "message": exc.message, "details": exc.details}
     else:
         log.error("step of episode %s failed", episode_id, exc_info=exc)
-        error = {"code": "internal_error", "message": "internal server error", "details": None}
+        error = {
+            "code": ErrorCode.INTERNAL_ERROR, "message": "internal server error", "details": None,
+        }  # fmt: skip
     return {"episode_id": episode_id, "error": error}
 
 

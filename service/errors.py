@@ -1,18 +1,21 @@
 """Errors of the episode engine, each with the stable ``code`` of the API's error shape.
 
-The engine raises these without knowing about HTTP; the API layer maps each code
-to a status (``service.api.errors``).
+The engine raises these without knowing about HTTP; each code's status, and whether a
+client retries it, are in the one table of codes, ``wander.client.error_codes``, which
+the API layer answers with (``service.api.errors``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
+
+from wander.client.error_codes import ErrorCode
 
 
 class WanderError(Exception):
     """Base of the errors a client can cause or must handle; ``code`` is in the API contract."""
 
-    code = "bad_request"
+    code: ClassVar[ErrorCode] = ErrorCode.BAD_REQUEST
 
     def __init__(self, message: str, details: Any = None) -> None:
         super().__init__(message)
@@ -23,27 +26,27 @@ class WanderError(Exception):
 class InvalidInput(WanderError):
     """Input that is well-formed JSON but not acceptable; ``details`` are field errors."""
 
-    code = "validation_error"
+    code = ErrorCode.VALIDATION_ERROR
 
 
 class Unauthorized(WanderError):
     """No key, or one the service does not know: the message says whether a key came,
     never whether a key that came is unknown or revoked."""
 
-    code = "unauthorized"
+    code = ErrorCode.UNAUTHORIZED
 
 
 class Forbidden(WanderError):
     """A known key whose role may not call the route."""
 
-    code = "forbidden"
+    code = ErrorCode.FORBIDDEN
 
 
 class RateLimited(WanderError):
     """The key sent more requests than its rate allows; ``retry_after`` says when the
     next one will be taken (seconds)."""
 
-    code = "rate_limited"
+    code = ErrorCode.RATE_LIMITED
 
     def __init__(self, message: str, retry_after: float) -> None:
         super().__init__(message, {"retry_after": retry_after})
@@ -55,59 +58,59 @@ class QuotaExceeded(WanderError):
     group or batch size). 429 like ``rate_limited``, without ``Retry-After``: waiting
     does not help, finishing or deleting episodes (or a smaller request) does."""
 
-    code = "quota_exceeded"
+    code = ErrorCode.QUOTA_EXCEEDED
 
 
 class EnvNotFound(WanderError):
-    code = "env_not_found"
+    code = ErrorCode.ENV_NOT_FOUND
 
 
 class EpisodeNotFound(WanderError):
-    code = "episode_not_found"
+    code = ErrorCode.EPISODE_NOT_FOUND
 
 
 class TurnMismatch(WanderError):
-    code = "turn_mismatch"
+    code = ErrorCode.TURN_MISMATCH
 
 
 class EpisodeDone(WanderError):
-    code = "episode_done"
+    code = ErrorCode.EPISODE_DONE
 
 
 class EpisodeNotDone(WanderError):
-    code = "episode_not_done"
+    code = ErrorCode.EPISODE_NOT_DONE
 
 
 class PayloadTooLarge(WanderError):
-    code = "payload_too_large"
+    code = ErrorCode.PAYLOAD_TOO_LARGE
 
 
 class StoreUnavailable(WanderError):
     """The episode store cannot be reached; the request may be retried."""
 
-    code = "store_unavailable"
+    code = ErrorCode.STORE_UNAVAILABLE
 
 
 class RunNotFound(WanderError):
-    code = "run_not_found"
+    code = ErrorCode.RUN_NOT_FOUND
 
 
 class KeyNotFound(WanderError):
     """No API key has that id (``/v1/admin/keys/{key_id}``)."""
 
-    code = "key_not_found"
+    code = ErrorCode.KEY_NOT_FOUND
 
 
 class DatabaseUnavailable(WanderError):
     """The archive database cannot be reached; the request may be retried."""
 
-    code = "database_unavailable"
+    code = ErrorCode.DATABASE_UNAVAILABLE
 
 
 class ArchiveStalled(WanderError):
     """Every attempt to archive has failed for a while, though the database answers."""
 
-    code = "archive_stalled"
+    code = ErrorCode.ARCHIVE_STALLED
 
 
 class EnvCallFailed(WanderError):
@@ -120,7 +123,7 @@ class EnvTimeout(EnvCallFailed):
     was killed and replaced. 422, not a 5xx: the call is a pure function of the episode and
     the action, so a retry of the same step would time out again (clients retry 5xx)."""
 
-    code = "env_timeout"
+    code = ErrorCode.ENV_TIMEOUT
 
 
 class EnvFailed(EnvCallFailed):
@@ -128,7 +131,7 @@ class EnvFailed(EnvCallFailed):
     killed); it was replaced. 422 like ``env_timeout``: memory use is a function of the
     input too, and retrying the same step would fail the same way."""
 
-    code = "env_failed"
+    code = ErrorCode.ENV_FAILED
 
 
 class EnvBusy(EnvCallFailed):
@@ -136,7 +139,7 @@ class EnvBusy(EnvCallFailed):
     never started. 503 with ``Retry-After``, unlike the other two: it says nothing about
     the action, and the same step may well succeed a moment later (clients retry it)."""
 
-    code = "env_busy"
+    code = ErrorCode.ENV_BUSY
 
 
 class EnvError(EnvCallFailed):
@@ -145,4 +148,4 @@ class EnvError(EnvCallFailed):
     function of the episode and the action, so the same step would raise again. The
     message names the exception's class only: its text may quote the hidden answer."""
 
-    code = "env_error"
+    code = ErrorCode.ENV_ERROR

@@ -28,10 +28,12 @@ from __future__ import annotations
 import asyncio
 import json
 from functools import cache
+from http import HTTPStatus
 from typing import Any, NamedTuple
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from wander.client.error_codes import ErrorCode
 from wander.service.settings import Settings
 
 HEADERS_END = b"\r\n\r\n"
@@ -56,11 +58,13 @@ def edge_limits() -> EdgeLimits:
     )
 
 
-def error_bytes(status: int, reason: str, code: str, message: str) -> bytes:
-    """A whole response in the API's error shape that closes the connection."""
+def error_bytes(code: ErrorCode, message: str) -> bytes:
+    """A whole response in the API's error shape, with ``code``'s status, that closes the
+    connection."""
     body = json.dumps({"error": {"code": code, "message": message, "details": None}}).encode()
+    status = HTTPStatus(code.status)
     head = (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"HTTP/1.1 {status.value} {status.phrase}\r\ncontent-type: application/json\r\n"
         f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
     )
     return head.encode() + body
@@ -81,7 +85,7 @@ class EdgeProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         if len(self.connections) > self.limits.max_connections:
             message = "the service holds as many connections as it may; try again"
-            transport.write(error_bytes(503, "Service Unavailable", "server_busy", message))
+            transport.write(error_bytes(ErrorCode.SERVER_BUSY, message))
             transport.close()
             return
         self._arm()  # a connection that sends nothing is closed too
@@ -90,8 +94,7 @@ class EdgeProtocol(HttpToolsProtocol):
         if self._in_headers and self._past_header_limit(data):
             limit = self.limits.max_header_bytes
             message = f"the request line and headers exceed {limit} bytes"
-            self._refuse(error_bytes(431, "Request Header Fields Too Large",
-                                     "headers_too_large", message))  # fmt: skip
+            self._refuse(error_bytes(ErrorCode.HEADERS_TOO_LARGE, message))
             return
         super().data_received(data)
 
@@ -140,7 +143,7 @@ class EdgeProtocol(HttpToolsProtocol):
         request has been read: never one that is being answered)."""
         seconds = self.limits.header_timeout if what == "headers" else self.limits.request_timeout
         message = f"the {what} did not arrive within {seconds:g} s"
-        self._refuse(error_bytes(408, "Request Timeout", "request_timeout", message))
+        self._refuse(error_bytes(ErrorCode.REQUEST_TIMEOUT, message))
 
     def _refuse(self, response: bytes) -> None:
         self._cancel(self._timers)

@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from wander.client.error_codes import ErrorCode
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1"})
@@ -130,3 +132,20 @@ def test_the_checker_finds_links_out_broken_links_and_missing_headings(tmp_path:
             "/etc/passwd: an absolute path (renderers disagree on its root)",
         ]
     )
+
+
+ERROR_ROW = re.compile(r"^\| (\d{3}) \| `([a-z_]+)` \|", re.MULTILINE)
+
+
+def error_table(page: Path) -> list[tuple[str, int]]:
+    """The (code, status) rows of the page's table under ``## Errors``."""
+    text = page.read_text("utf-8")
+    section = text.split("\n## Errors\n", 1)[1].split("\n## ", 1)[0]
+    return [(code, int(status)) for status, code in ERROR_ROW.findall(section)]
+
+
+def test_the_errors_table_of_the_api_is_the_table_of_codes() -> None:
+    """docs/api.md lists each code of ``ErrorCode`` once, with its status, and no other."""
+    rows = error_table(ROOT / "docs" / "api.md")
+    assert len(rows) == len({code for code, _ in rows})  # no code twice
+    assert sorted(rows) == sorted((code.value, code.status) for code in ErrorCode)

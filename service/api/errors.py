@@ -18,50 +18,45 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.routing import Match
 
+from wander.client.error_codes import ErrorCode
 from wander.client.models import ErrorResponse
+from wander.service import errors as engine_errors
 from wander.service import metrics
 from wander.service.errors import WanderError
 
 log = logging.getLogger(__name__)
 
-STATUS_BY_CODE = {
-    "bad_request": 400,
-    "unauthorized": 401,
-    "forbidden": 403,
-    "env_not_found": 404,
-    "episode_not_found": 404,
-    "run_not_found": 404,
-    "key_not_found": 404,
-    "turn_mismatch": 409,
-    "episode_done": 409,
-    "episode_not_done": 409,
-    "payload_too_large": 413,
-    "validation_error": 422,
-    "env_timeout": 422,
-    "env_failed": 422,
-    "env_error": 422,
-    "rate_limited": 429,
-    "quota_exceeded": 429,
-    "store_unavailable": 503,
-    "database_unavailable": 503,
-    "env_busy": 503,
-    "archive_stalled": 503,
-}
+STATUS_BY_CODE: dict[ErrorCode, int] = {code: code.status for code in ErrorCode}
+"""Each code's status, from the one table of codes (``wander.client.error_codes``)."""
 METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
 RETRY_AFTER_SECONDS = 1
 CLIENT_CLOSED_REQUEST = 499
 """nginx's status for a request whose client left before the answer: never sent (no one
 is there to read it), but what the request log and ``wander_requests_total`` record."""
+CODE_BY_HTTP_STATUS = {
+    code.status: code
+    for code in (ErrorCode.NOT_FOUND, ErrorCode.METHOD_NOT_ALLOWED, ErrorCode.PAYLOAD_TOO_LARGE)
+}
+"""The codes of the framework's own errors (``HTTPException``); any other status keeps
+its own, with ``http_error``."""
 NOT_JSON = "send the body as JSON, with Content-Type: application/json"
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorResponse} for status in sorted(set(STATUS_BY_CODE.values()))
-}
+    status: {"model": ErrorResponse}
+    for status in sorted(
+        {error.code.status for error in vars(engine_errors).values()
+         if isinstance(error, type) and issubclass(error, WanderError)}
+    )
+}  # fmt: skip
 """For route decorators: documents the error shape in the OpenAPI schema."""
 
 
 def error_response(
-    status: int, code: str, message: str, details: Any = None, headers: dict[str, str] | None = None
+    status: int,
+    code: ErrorCode,
+    message: str,
+    details: Any = None,
+    headers: dict[str, str] | None = None,
 ) -> JSONResponse:
     body = {"error": {"code": code, "message": message, "details": details}}
     metrics.ERRORS.labels(code).inc()
@@ -70,35 +65,33 @@ def error_response(
 
 async def _wander_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, WanderError)
-    status = STATUS_BY_CODE[exc.code]
-    if exc.code == "store_unavailable":
+    code = ErrorCode(exc.code)
+    if code is ErrorCode.STORE_UNAVAILABLE:
         metrics.STORE_ERRORS.inc()
-    elif exc.code == "database_unavailable":
+    elif code is ErrorCode.DATABASE_UNAVAILABLE:
         metrics.DATABASE_ERRORS.inc()
-    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
-    return error_response(status, exc.code, exc.message, exc.details, headers)
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if code.status == 503 else None
+    return error_response(code.status, code, exc.message, exc.details, headers)
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = exc.errors()
     if any(error["type"] == "json_invalid" for error in errors):
-        return error_response(400, "bad_request", "the request body is not valid JSON")
+        return error_response(400, ErrorCode.BAD_REQUEST, "the request body is not valid JSON")
     if "json" not in request.headers.get("content-type", "") and any(
         error["loc"] == ("body",) for error in errors
     ):
-        return error_response(400, "bad_request", NOT_JSON)
+        return error_response(400, ErrorCode.BAD_REQUEST, NOT_JSON)
     details = [
         {"loc": list(error["loc"]), "msg": error["msg"], "type": error["type"]} for error in errors
     ]
-    return error_response(422, "validation_error", "the request is invalid", details)
+    return error_response(422, ErrorCode.VALIDATION_ERROR, "the request is invalid", details)
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
-    code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
-        exc.status_code, "http_error"
-    )
+    code = CODE_BY_HTTP_STATUS.get(exc.status_code, ErrorCode.HTTP_ERROR)
     headers = exc.headers
     if exc.status_code == 405:
         headers = {**(headers or {}), "Allow": _allowed_methods(request)}
@@ -127,7 +120,7 @@ async def _client_disconnect(request: Request, exc: Exception) -> Response:
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return error_response(500, "internal_error", "internal server error")
+    return error_response(500, ErrorCode.INTERNAL_ERROR, "internal server error")
 
 
 def install_error_handlers(app: FastAPI) -> None:
