@@ -48,16 +48,13 @@ P = ParamSpec("P")
 
 WRITE_CHUNK = 20
 """Records per call into the worker thread. The thread holds the GIL while it parses and
-writes (~120 µs a record), and the event loop, each time it wakes, waits behind it for up
-to Python's switch interval (5 ms), again and again until the call returns. With a whole
-batch of 200 in one call (~24 ms of CPU), 71-94% of the WebSocket steps at or above p99
-overlapped an archive write, against 15-17% of all steps. In calls of 20 (~2.4 ms, under
-the switch interval), with ``app.YOUNG_COLLECTIONS_PER_FULL``, Wander's p99 over
-OpenEnv's in the same rounds went from 2.27 to 1.89 and from 2.10 to 1.49 (two runs of 8
-rounds on a busy machine; bench/README.md, "The WebSocket tail"). Batches of 20 read from
-the store instead did as well for the tail (10 and 50 within the noise of 20) but fell
-behind: with ~6 store calls a batch, each waiting its turn on the busy loop, the backlog
-grew to 1,341 records in 5 s, where chunks kept it under 280."""
+writes, and the event loop, each time it wakes, waits behind it for up to Python's switch
+interval (5 ms), again and again until the call returns: a whole batch of 200 in one call
+puts most of the slowest WebSocket steps behind an archive write. A call of 20 records
+fits under the switch interval. Reading batches of 20 from the store instead does as well
+for the tail but falls behind, each of its store calls waiting its turn on the busy loop,
+while chunks keep the backlog short (bench/README.md, "The WebSocket tail", has the
+figures)."""
 MAX_ATTEMPTS = 3
 """Failures of one record, while the database takes others, before it is set aside."""
 STALL_SECONDS = 60.0

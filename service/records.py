@@ -1,8 +1,8 @@
 """The documents the engine keeps in the store and sends on the hot path.
 
-They are plain dicts encoded with orjson, not pydantic models. The engine wrote
+They are plain dicts encoded with orjson, not pydantic models. The engine writes
 every stored document itself, so validating it again at every step, and
-building response models only to dump them, was most of a step's cost. The
+building response models only to dump them, would be most of a step's cost. The
 responses keep the wire models' shapes; those models (``client.models``) stay
 their one definition, and the client and the tests parse every response with
 them.
@@ -127,11 +127,10 @@ def now() -> str:
     """The current time as stored: ISO 8601 in UTC, as ``datetime.isoformat`` writes it
     (no fraction on a whole second).
 
-    Every step stamps its episode, and ``datetime.now(UTC).isoformat()`` was 3% of the
-    service's CPU under batch load (py-spy): the date and time of the current second
-    are formatted once, and each call adds its microseconds: 2.37 -> 1.01, 1.95 -> 0.94,
-    1.57 -> 0.65 µs a call (``timeit``, best of 5 x 100,000, three runs on a shared
-    machine)."""
+    Every step stamps its episode, and formatting the whole time at every call is a
+    visible share of the service's CPU under batch load (bench/README.md): the date and
+    time of the current second are formatted once, and each call adds its
+    microseconds."""
     second, micros = divmod(time.time_ns() // 1000, 1_000_000)
     formatted_second, formatted = _second
     if second != formatted_second:

@@ -31,9 +31,9 @@ class BackendPolicy:
     ``gather_seconds``, and a tenth of the last generation's time, since a
     straggler left for the next batch costs a whole generation. The wait for one
     batch is bounded by ``max_wait_seconds`` or the last generation's time,
-    whichever is longer, so a steady stream of requests is still cut.
-    (500 games at once, generations of 2 s: a fixed 10 ms lull made 60 batches
-    and took 159 s; this, with the worker thread below, makes 6 and takes 21 s.)
+    whichever is longer, so a steady stream of requests is still cut. A fixed
+    short lull would cut hundreds of games played at once into many small
+    batches, each paying a whole generation.
 
     One batch is generated at a time, in a worker thread: the event loop stays
     free for the games' requests to the service, whose timeouts would otherwise

@@ -1,4 +1,4 @@
-"""Policies: what plays the environment (DESIGN §7)."""
+"""Policies: what plays the environment: a model, a baseline or a person."""
 
 from wander.client.policies.base import Policy
 from wander.client.policies.human import HumanPolicy

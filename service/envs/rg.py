@@ -48,8 +48,8 @@ SYSTEM_PROMPT = (
 )
 SPLITS_BUILT_WHOLE = {"acre": 10_000}
 """Datasets whose generator builds every question of its split when it is created,
-rather than one question when asked, and the largest split each may have: acre built
-10,000 questions in 2.7 s here and 100,000 in 37 s (past any deadline). The others cost
+rather than one question when asked, and the largest split each may have, within
+the deadline of one environment call. The others cost
 nothing per example until it is played."""
 
 

@@ -1,4 +1,4 @@
-"""The environment SDK (DESIGN §2).
+"""The environment SDK (docs/environments.md, "The contract").
 
 An environment is a deterministic state machine over chat messages. Instances
 hold no per-episode state: everything an episode needs lives in a
@@ -197,7 +197,7 @@ def last_tagged(text: str | None, tag: str) -> str | None:
     ``re.findall(f"<{tag}>(.*?)</{tag}>", text, re.DOTALL)[-1]`` finds, in linear time.
 
     The regular expression retries from every opening tag when no closing tag follows
-    one, which is quadratic: 8,000 ``<answer>`` took 2.9 s. This scans once.
+    one, which is quadratic in the number of tags. This scans once.
     """
     if not text:
         return None

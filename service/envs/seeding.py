@@ -1,4 +1,4 @@
-"""Stable seeds (DESIGN §3).
+"""Stable seeds (docs/architecture.md, "Seeds and determinism").
 
 Python's built-in ``hash()`` is salted per process and the global ``random``
 module is shared state, so neither may decide anything an episode depends on.

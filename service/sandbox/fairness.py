@@ -2,13 +2,13 @@
 
 With one queue in order of arrival, a tenant that sends many calls that run to their
 deadline (within its rate limit) makes every other tenant's calls wait behind all of
-them: 40 such calls on two workers made another tenant's calls wait 11-14 s and fail
-``env_busy``. Here each tenant waits in a queue of its own, and a free slot goes to the
-tenants in turn (round robin, the one served longest ago first), skipping a tenant that
-already holds its share while others wait: ``ceil(slots / tenants waiting or
-running)``. A tenant alone may use every slot; once another asks, the first slot to
-come free is the newcomer's, so a call waits for at most one call of another tenant
-to end (the deadline) before it runs. A slot that no tenant under its share wants still
+them, until they wait past ``WANDER_ENV_WAIT_SECONDS`` and fail ``env_busy``. Here
+each tenant waits in a queue of its own, and a free slot goes to the tenants in turn
+(round robin, the one served longest ago first), skipping a tenant that already holds
+its share while others wait: ``ceil(slots / tenants waiting or running)``. A tenant
+alone may use every slot; once another asks, the first slot to come free is the
+newcomer's, so a call waits for at most one call of another tenant to end (the
+deadline) before it runs. A slot that no tenant under its share wants still
 goes, in turn, to one that waits (slots are never left idle while calls wait).
 
 A call that gets no slot within ``wait`` seconds gives up (the pool answers

@@ -2,8 +2,8 @@
 
 Every call of an environment that is not pure parsing gets a worker of its own, killed
 after that one call (``pool.py``), so starting a worker must be cheap: a fresh
-interpreter takes ~2 s to import the environments (reasoning-gym), a fork of one that
-has imported them a few milliseconds. This process is that one: the service starts it
+interpreter takes seconds to import the environments (reasoning-gym), a fork of one
+that has imported them milliseconds. This process is that one: the service starts it
 (``launcher.py``) with the workers' fixed environment (no secret is in its memory, so
 none is in theirs), it ties itself to the service (``confine.die_with_parent``),
 imports every environment once, confines itself (``confine.prepare``: as root, its

@@ -36,8 +36,8 @@ from wander.service.sandbox.frames import HEADER, frame
 log = logging.getLogger(__name__)
 
 STARTUP_SECONDS = 120.0
-"""How long the fork server may take to import the environments (about 2 s here), and a
-new worker to confine itself (milliseconds)."""
+"""How long the fork server may take to import the environments (seconds), and a new
+worker to confine itself (milliseconds): far more than either needs."""
 PASSED_VARIABLES = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "TZ")
 """All the fork server inherits of the service's environment: nothing that may hold a
 secret."""
@@ -73,12 +73,11 @@ def remove_orphaned_folders() -> None:
 
 """Python's objects in glibc's heap, which glibc asks the kernel to back with huge pages
 (transparent huge pages, ``madvise`` mode): a fork copies the page tables of the fork
-server's ~120 MB, and a worker's exit drops them, and with 2 MB pages there are 512
-times fewer entries. Measured here: fork 1.2 ms instead of 3.6, exit 2.5 ms instead of
-6.6, and the fork server sustains about twice the workers a second (bench/README.md,
-"Worker isolation"). A write to a huge page in a worker still copies 4 KB (the kernel
-splits the mapping first). Where glibc or the kernel does not offer it, nothing changes
-but the allocator."""
+server's heap, and a worker's exit drops them, and with 2 MB pages there are 512 times
+fewer entries, so forks and exits are faster and the fork server sustains more workers
+a second (bench/README.md, "Worker isolation", has the figures). A write to a huge page
+in a worker still copies 4 KB (the kernel splits the mapping first). Where glibc or the
+kernel does not offer it, nothing changes but the allocator."""
 
 
 class FrameTooLarge(Exception):

@@ -13,8 +13,8 @@ so that a call costs a round trip on a worker that is already there, not a fork
 (``bench/README.md``, "Worker isolation"): the pool keeps twice ``env_workers`` ready
 (forked and confined; at most 16 beyond ``env_workers``) when idle, so that some still
 are when every slot is busy, and forks each worker's replacement in the background once
-its call is over, not while it runs (a fork during a short call took a core from it on
-two cores: 3.6 ms instead of 0.9 median). Nothing is started before the first isolated
+its call is over, not while it runs (a fork during a short call takes a core from it on
+a small machine). Nothing is started before the first isolated
 call: a service that only plays inline environments never pays for it.
 
 At most ``env_workers`` calls run at once; the slots are shared fairly by tenants
@@ -210,8 +210,8 @@ class WorkerPool:
 
     def _discard(self, worker: WorkerProcess) -> None:
         """Never use ``worker`` again: its channel is closed now, and it is killed (and
-        replaced) as soon as the call's caller yields: the kill, and the exit it sets off,
-        cost a call that waited for them 0.2 ms (median, two cores)."""
+        replaced) as soon as the call's caller yields, so that the call's caller never
+        waits for the kill and the exit it sets off."""
         if worker.returning:
             self._returning -= 1
             worker.returning = False

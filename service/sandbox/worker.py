@@ -117,21 +117,20 @@ class WarmUp:
     not pay for it.
 
     A fresh worker's first call copies every page of the fork server's memory it writes
-    to (the reference counts of the objects it touches: ~300 page faults, ~1 ms here),
-    and an environment's first ``start`` fills its lazy caches (40-60 ms for
-    ``rg/countdown``). So, for the environment and the call the pool expects next (those
-    of its latest call):
+    to (the reference counts of the objects it touches), and an environment's first
+    ``start`` fills its lazy caches (``rg/countdown``'s take tens of milliseconds). So,
+    for the environment and the call the pool expects next (those of its latest call):
 
     - the fork server runs that environment's ``start`` once (its first example, the
       default config, seed 0), in its own memory, which every later worker shares: only
       for environments Wander ships, whose cost is known (a plugin's code could hang the
       server, which every worker waits on);
     - each worker then runs that call on that episode (a ``step`` answers the empty
-      message), copying the pages the tenant's call will write: ~4 page faults are left
-      (~0.08 ms, measured for ``sql``'s ``rescore``).
+      message), copying the pages the tenant's call will write: a handful of page faults
+      are left (bench/README.md, "Worker isolation").
 
     Otherwise (nothing called yet, a plugin's environment), the worker runs a ``start``
-    and a ``step`` of ``double_check``: ~35 page faults are left. Every input is
+    and a ``step`` of ``double_check``, which copies most of those pages. Every input is
     Wander's own, none is anyone's text.
     """
 

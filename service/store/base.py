@@ -195,7 +195,8 @@ class EpisodeStore(ABC):
         environment that had a live episode is listed, at 0 once it has none left.
 
         Kept by the store, not counted by the process: an episode that expires has no
-        request, and no process, to count it out (the gauge used to keep them for ever)."""
+        request, and no process, to count it out, and a gauge kept by the process would
+        count it for ever."""
 
     @abstractmethod
     async def take(self, bucket: str, rate: float, burst: int) -> float:

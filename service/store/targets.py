@@ -28,8 +28,8 @@ class _Cluster(redis.asyncio.cluster.RedisCluster):
     serves as a primary again). redis-py 8.1 answers that reply by closing every
     connection of the client (``aclose``), those that other commands are using at that
     moment included: they then fail with ``RuntimeError`` or ``AttributeError`` from the
-    socket layer, 500s for the service's clients (tests/test_faults.py counted 9 in
-    two seconds of eight agents' load). So:
+    socket layer, 500s for the service's clients (``tests/test_faults.py`` restarts a
+    primary under load to check that none comes). So:
 
     - ``aclose`` while commands are in flight only asks for the cluster's topology
       again at the next command (which redis-py's ``aclose`` does too); the connections
@@ -97,12 +97,9 @@ class _PackedInC:
     its asyncio connections pack them in Python, argument by argument.
 
     A batch step's compare-and-set is one script call of ~9 arguments per episode (its
-    head, the messages it appends, its archive record), and packing it was 7-8% of the
-    service's CPU under batch load (py-spy, 1 agent x 256 episodes on Redis). Packing a
-    256-write call: 5.2 ms in Python, 2.7 ms here (best of 5, the same bytes). The store's
-    client-side CPU per write in ``replace_many`` (256 writes of a 1.4 KB head and two
-    messages, real Redis, the two packings in one process, 12 interleaved rounds, two runs
-    on a shared machine): medians 15.9 -> 12.5 and 21.9 -> 14.8 µs."""
+    head, the messages it appends, its archive record): packed in Python it is a visible
+    share of the service's CPU under batch load, and hiredis packs it in about half the
+    time (bench/README.md has the figures)."""
 
     _serializer = redis.connection.HiredisRespSerializer()
 

@@ -51,7 +51,7 @@ def lcs_ratio(answer: str, target: str) -> float:
     """Similarity in [0, 1] from the longest matching blocks: difflib's ratio,
     ``2 * matched / (len(answer) + len(target))``.
 
-    Matching costs ``len(answer) * len(target)``: a 64 KB answer took 2.7 s. So only
+    Matching costs ``len(answer) * len(target)``, seconds for a long answer. So only
     the first ``SCORED_LENGTH`` times ``len(target)`` characters of the answer are
     matched, over its whole length: the ratio of any answer up to that length is
     difflib's exactly, and a longer one, which scores at most 2/3 anyway, scores on

@@ -72,8 +72,8 @@ MAX_CHARS = 50_000
 """Longest text read: the hardest polynomial config in one variable writes ~6,000 (its
 cross-variable products reach millions: past any cap, and minutes of sympy's time)."""
 MAX_TOKENS = 2_000
-"""Most tokens read: ~400 in those answers. sympy's sums cost the square of their terms
-(1,000 terms: ~2 s), which this bounds."""
+"""Most tokens read: ~400 in those answers. sympy's sums cost the square of their terms,
+which this bounds."""
 MAX_DEPTH = 64
 """Deepest nesting of parentheses, call arguments, signs and exponents (answers need 5)."""
 MAX_DIGITS = 1_000

@@ -81,10 +81,9 @@ STATUSES = ["delivered", "delivered", "delivered", "shipped", "cancelled"]
 TIME_LIMIT_SECONDS = 1.0
 """The longest one query runs; the step's budget (``budget.py``) may cut it shorter."""
 PROGRESS_STEPS = 1_000
-"""SQLite program steps between two looks at the deadline. Measured on a loop of 1 MB
-``randomblob`` under a 1 s limit: every 10,000 steps it stopped after 1.8 s, every 1,000
-after 1.07 s, every 100 after 1.006 s; on a join-heavy query every 1,000 costs ~4%, every
-100 ~35%."""
+"""SQLite program steps between two looks at the deadline: more overshoot the deadline
+on a loop over large values, fewer slow a join-heavy query down; 1,000 keeps both
+small."""
 ROW_LIMIT = 50
 CELL_CHARS = 200
 MAX_QUERY_CHARS = 2_048
@@ -94,10 +93,11 @@ many function calls one row can hold."""
 MAX_VALUE_BYTES = 4_096
 """The largest string or blob a query may make (``SQLITE_LIMIT_LENGTH``, 1 GB by default).
 SQLite checks the deadline only between rows and loop turns, never inside a function
-call, and some functions take time quadratic in their arguments: with values of 1 MB,
-one ``LIKE`` ran 153 s, one ``replace`` 8.3 s, one ``instr`` 7.1 s. At 4 KiB the slowest
-is a two-argument ``trim`` (its character set is bounded to a twelfth of this limit):
-a 2,048-character query packed with 90 of them ran 0.5 to 0.8 s in one row. The
+call, and some functions take time quadratic in their arguments (``LIKE``,
+``replace``, ``instr``): with values of 1 MB, one call runs for seconds to minutes. At
+4 KiB the slowest is a two-argument ``trim`` (its character set is bounded to a twelfth
+of this limit), and a query of ``MAX_QUERY_CHARS`` packed with them stays under a
+second in one row. The
 shop's values are short: a ``group_concat`` of every ordered item's product name is
 ~3.6 KB."""
 MAX_PATTERN_BYTES = 100

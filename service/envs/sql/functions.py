@@ -9,10 +9,9 @@ Refused, and why:
 
 - ``randomblob``, ``zeroblob``: they make large values from a short query, and their
   cost cannot be interrupted. SQLite checks for an interrupt (``Connection.interrupt``
-  or the progress handler) only where its program jumps back, at the end of a loop; a
-  row of 1,999 ``length(randomblob(999999))`` ran 5.6 s whatever the handler's
-  granularity (every 100 steps: 6.5 s) and 5.9 s with ``interrupt`` called after 1 s.
-  No question needs random bytes.
+  or the progress handler) only where its program jumps back, at the end of a loop, so
+  one row of many ``length(randomblob(999999))`` runs for seconds past the deadline,
+  whatever the handler's granularity. No question needs random bytes.
 - ``random``: no question needs it, and it would make the transcript of the same
   actions differ between runs.
 - ``load_extension``: loading code (already off in Python's sqlite3, refused here too).

@@ -1,4 +1,7 @@
-"""The ``tictactoe`` environment (DESIGN §5): the model plays X against a tunable O."""
+"""The ``tictactoe`` environment: the model plays X against a tunable O.
+
+Its config, rewards and metrics are in docs/environments.md, "tictactoe".
+"""
 
 from __future__ import annotations
 
@@ -81,7 +84,7 @@ def random_move_prob(config: TicTacToeConfig, split: str, index: int) -> float:
     stratum = index % config.num_groups
     if width == 0.0:
         # One difficulty: no draw moves p (this is lo + 0 * (stratum + draw) to the bit),
-        # and seeding the draw's generator was 30% of making an example.
+        # and seeding the draw's generator would be a large share of making an example.
         return lo + width * stratum
     # Salted apart from the example seed so that overriding an episode's seed
     # changes who starts and the opponent's draws, never the example's difficulty.
@@ -91,7 +94,7 @@ def random_move_prob(config: TicTacToeConfig, split: str, index: int) -> float:
     return lo + width * (stratum + draw)
 
 
-@functools.cache  # at most 3^9 boards; rendering was a tenth of a step
+@functools.cache  # at most 3^9 boards, and rendering each anew is a visible part of a step
 def render_board(board: str) -> str:
     """The board with X, O and the numbers of the empty cells."""
     cells = [mark if mark != EMPTY else str(i) for i, mark in enumerate(board)]
@@ -102,8 +105,8 @@ def render_board(board: str) -> str:
 def formatted(content: str | None) -> bool:
     """Whether ``content`` is ``<think>...</think>``, then a ``<move>...</move>`` that ends
     it: a full match of ``\\s*<think>.*?</think>.*?<move>.*?</move>\\s*``, found in linear
-    time (the expression backtracks quadratically: 5,000 ``<move>`` took 1.6 s, and this
-    environment runs inline, on the service's event loop)."""
+    time (the expression backtracks quadratically in the number of ``<move>`` tags, and
+    this environment runs inline, on the service's event loop)."""
     text = (content or "").strip()
     if not (text.startswith("<think>") and text.endswith("</move>")):
         return False
@@ -241,7 +244,7 @@ def _opponent_move(board: str, random_move_prob: float, rng: TurnRandom) -> int:
     """A uniformly random legal move with probability p, else a uniformly chosen optimal one.
 
     The turn's generator is seeded only where its draws can change the move: seeding a
-    ``random.Random`` is a fifth of a step (~6 µs of CPU of ~30, bench/README.md), and a
+    ``random.Random`` is a fifth of a step (bench/README.md), and a
     forced reply (the last empty cell, or the only optimal move of an opponent that never
     plays randomly) needs none. The generator is fresh each turn, so skipping it
     changes no later draw.

@@ -57,8 +57,8 @@ class Solution(NamedTuple):
 def _solved() -> Solution:
     """Minimax over every position reachable from the empty board, either player first.
 
-    Solved on first use, once per process: ~50 ms on this machine, which importing
-    the environment (the CLI, the client) no longer pays.
+    Solved on first use, once per process, so that importing the environment (the
+    CLI, the client) does not pay for it.
 
     Scores are from the point of view of the player to move: 0 for a draw, and
     for a win or a loss ``1 +`` the cells still empty when it happens, so that
