@@ -27,8 +27,8 @@ from wander.client.models import (
     DeadLettersPage,
     EnvInfo,
     EnvironmentsResponse,
-    Episode,
     EpisodeRecord,
+    NewEpisode,
     RunsPage,
     RunSummary,
     Score,
@@ -98,7 +98,7 @@ def environment(name: str) -> Call[EnvInfo]:
     return Call("GET", f"/v1/environments/{_segment(name)}", _model(TypeAdapter(EnvInfo)))
 
 
-def create(request: CreateEpisodesRequest) -> Call[list[Episode]]:
+def create(request: CreateEpisodesRequest) -> Call[list[NewEpisode]]:
     adapter = TypeAdapter(CreateEpisodesResponse)
     return Call(
         "POST",

@@ -7,15 +7,22 @@ from typing import TYPE_CHECKING
 
 from pydantic import PrivateAttr, model_validator
 
-from wander.client.models import Action, AssistantMessage, EpisodeRecord, Message, Score, StepResult
-from wander.client.models import Episode as EpisodeFields
+from wander.client.models import (
+    Action,
+    AssistantMessage,
+    EpisodeRecord,
+    Message,
+    NewEpisode,
+    Score,
+    StepResult,
+)
 
 if TYPE_CHECKING:
     from wander.client.aio import AsyncWanderClient
     from wander.client.sync import WanderClient
 
 
-class _Tracked(EpisodeFields):
+class _Tracked(NewEpisode):
     """What a handle knows: the fields of the episode as created, kept up to date
     (``turn``, ``done``, ``observation``, ``info``), the whole transcript
     (``messages``) and the step rewards."""
@@ -52,7 +59,7 @@ class Episode(_Tracked):
     _client: WanderClient = PrivateAttr()
 
     @classmethod
-    def bind(cls, fields: EpisodeFields, client: WanderClient) -> Episode:
+    def bind(cls, fields: NewEpisode, client: WanderClient) -> Episode:
         episode = cls.model_validate(fields.model_dump())
         episode._client = client
         return episode
@@ -76,7 +83,7 @@ class AsyncEpisode(_Tracked):
     _client: AsyncWanderClient = PrivateAttr()
 
     @classmethod
-    def bind(cls, fields: EpisodeFields, client: AsyncWanderClient) -> AsyncEpisode:
+    def bind(cls, fields: NewEpisode, client: AsyncWanderClient) -> AsyncEpisode:
         episode = cls.model_validate(fields.model_dump())
         episode._client = client
         return episode

@@ -340,7 +340,7 @@ class CreateEpisodesRequest(_Request):
     metadata: JsonObject | None = None
 
 
-class Episode(BaseModel):
+class NewEpisode(BaseModel):
     id: str
     env: str
     split: str
@@ -357,7 +357,7 @@ class Episode(BaseModel):
 class CreateEpisodesResponse(BaseModel):
     model_config = _examples({"episodes": [_EPISODE]})
 
-    episodes: list[Episode]
+    episodes: list[NewEpisode]
 
 
 class StepRequest(_Request):

@@ -43,7 +43,7 @@ from wander.service.errors import (
 )
 from wander.service.records import (
     EMPTY_LOG_BYTES,
-    Episode,
+    NewEpisodeDict,
     StepError,
     StepResult,
     StoredEpisode,
@@ -59,7 +59,7 @@ from wander.service.records import (
 from wander.service.sandbox import Sandbox
 from wander.service.settings import Settings
 from wander.service.store import EpisodeStore
-from wander.service.store.base import Archive, RecordWithLog, Versioned, Write
+from wander.service.store.base import ArchiveRecord, RecordWithLog, Versioned, Write
 from wander.service.tenancy import OPEN, Principal
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ class Engine:
 
     async def create(
         self, request: CreateEpisodesRequest, principal: Principal = OPEN
-    ) -> list[Episode]:
+    ) -> list[NewEpisodeDict]:
         """Reset one example and store ``n`` episodes of it: a group sharing example and seed."""
         env = self.catalog.env(request.env)
         if request.n > self.settings.max_group_size:
@@ -349,7 +349,7 @@ class Engine:
         """The compare-and-set that stores ``episode`` over ``version`` and appends
         ``append`` to its log; a finished episode's record is queued for the archive in
         the same write, the store splicing the log into it."""
-        archive: Archive | None = None
+        archive: ArchiveRecord | None = None
         if is_done(episode):
             record = self._record(episode)
             if "messages" in episode:  # stored before the log, and finished unstepped

@@ -35,7 +35,7 @@ LOOKUPS = 4
 than taking every database connection."""
 
 
-class StoredKey(Protocol):
+class KeyRecord(Protocol):
     """A key as the archive keeps it (``archive.KeyBook``)."""
 
     @property
@@ -53,10 +53,10 @@ class StoredKey(Protocol):
 class KeySource(Protocol):
     """The archive's keys (``archive.KeyBook``): synchronous, run in a thread."""
 
-    def find(self, secret_hash: str) -> StoredKey | None: ...
+    def find(self, secret_hash: str) -> KeyRecord | None: ...
     def list(
         self, *, tenant: str | None = None, include_revoked: bool = False
-    ) -> list[StoredKey]: ...
+    ) -> list[KeyRecord]: ...
 
 
 class StartRefused(RuntimeError):

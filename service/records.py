@@ -19,8 +19,8 @@ import orjson
 
 from wander.service.envs.sdk import Message
 
-Episode = dict[str, Any]
-"""A new episode as a JSON-ready dict, shaped as ``client.models.Episode``."""
+NewEpisodeDict = dict[str, Any]
+"""A new episode as a JSON-ready dict, shaped as ``client.models.NewEpisode``."""
 
 StepResult = dict[str, Any]
 """A step's result as a JSON-ready dict, shaped as ``client.models.StepResult``."""

@@ -57,7 +57,7 @@ class RecordWithLog(NamedTuple):
     after: bytes
 
 
-Archive = bytes | RecordWithLog
+ArchiveRecord = bytes | RecordWithLog
 """A record to queue for the archive: as it is, or around the episode's log."""
 
 
@@ -68,7 +68,7 @@ class Write(NamedTuple):
     episode_id: str
     version: int
     data: bytes
-    archive: Archive | None = None
+    archive: ArchiveRecord | None = None
     append: Sequence[bytes] = ()
 
 
@@ -167,7 +167,7 @@ class EpisodeStore(ABC):
         episode_id: str,
         version: int,
         data: bytes,
-        archive: Archive | None = None,
+        archive: ArchiveRecord | None = None,
         append: Sequence[bytes] = (),
     ) -> bool:
         """Write ``data`` as version ``version + 1``, and add ``append`` to the log, if the
@@ -264,7 +264,7 @@ class EpisodeStore(ABC):
         """Release connections."""
 
 
-def spliced(record: Archive, log: Sequence[bytes]) -> bytes:
+def spliced(record: ArchiveRecord, log: Sequence[bytes]) -> bytes:
     """The record to queue: ``record`` itself, or the log spliced into it."""
     if isinstance(record, bytes):
         return record

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from cachetools import TLRUCache, TTLCache
 
 from wander.service.store.base import (
-    Archive,
+    ArchiveRecord,
     DeadLetter,
     EpisodeStore,
     Pending,
@@ -149,7 +149,7 @@ class MemoryStore(EpisodeStore):
         episode_id: str,
         version: int,
         data: bytes,
-        archive: Archive | None = None,
+        archive: ArchiveRecord | None = None,
         append: Sequence[bytes] = (),
     ) -> bool:
         stored = self._items.get(episode_id)

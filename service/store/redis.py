@@ -80,7 +80,7 @@ from wander.service.errors import StoreUnavailable
 from wander.service.redis_url import parse_redis_url
 from wander.service.store import scripts
 from wander.service.store.base import (
-    Archive,
+    ArchiveRecord,
     DeadLetter,
     EpisodeStore,
     Pending,
@@ -306,7 +306,7 @@ class RedisStore(EpisodeStore):
         episode_id: str,
         version: int,
         data: bytes,
-        archive: Archive | None = None,
+        archive: ArchiveRecord | None = None,
         append: Sequence[bytes] = (),
     ) -> bool:
         return (await self.replace_many([Write(episode_id, version, data, archive, append)]))[0]
@@ -629,7 +629,7 @@ def _is_stream_id(value: str) -> bool:
     return match is not None and all(int(part) < 2**64 for part in match.groups())
 
 
-def _archive_args(archive: Archive | None) -> tuple[str, bytes, bytes]:
+def _archive_args(archive: ArchiveRecord | None) -> tuple[str, bytes, bytes]:
     """An archive record as ``scripts.REPLACE_MANY`` takes it: its kind and two parts."""
     if archive is None:
         return "", b"", b""
