@@ -6,7 +6,7 @@ PIP := $(BIN)/python -m pip install --quiet
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test bench bench-scaling lint wheel screenshots clean
+.PHONY: serve test test-fast bench bench-scaling lint wheel screenshots clean
 
 # The package installs editable in strict mode: a tree of links under build/ shaped as
 # the installed package, so that static tools (editors, basedpyright, import-linter)
@@ -39,6 +39,11 @@ serve: $(VENV)/.serve $(VENV)/.links
 
 test: $(VENV)/.dev $(VENV)/.links
 	$(BIN)/python -m pytest
+
+# The unit and ASGI tests (under 2 minutes): none of the tiers that tests/conftest.py
+# gives (slow, live_server, interop, browser). `make test` runs them all.
+test-fast: $(VENV)/.dev $(VENV)/.links
+	$(BIN)/python -m pytest -m "not slow and not live_server and not interop and not browser"
 
 # The service benchmark matrix (a few minutes); results in bench/results/.
 bench: $(VENV)/.dev

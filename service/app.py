@@ -24,7 +24,6 @@ from wander.service.archive import Archive, KeyBook
 from wander.service.archiver import Archiver
 from wander.service.catalog import Catalog
 from wander.service.engine import Engine
-from wander.service.envs import Registry
 from wander.service.keyring import Keyring
 from wander.service.settings import Settings
 from wander.service.store import open_store
@@ -71,7 +70,7 @@ def create_app(
             raise
         store = open_store(settings)
         archiver = Archiver(store, archive)
-        catalog = Catalog(Registry.from_entry_points())
+        catalog = Catalog.installed()
         app.state.catalog = catalog
         app.state.engine = Engine(store, catalog, settings)
         app.state.archive = archive

@@ -8,14 +8,16 @@ client sends (422 with the field errors). The engine asks the catalog; the
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
-from typing import Any
+from importlib.metadata import entry_points
+from typing import Any, NamedTuple
 
 import orjson
 from pydantic import ValidationError
 
 from wander.client.models import EnvInfo, RewardComponent, UnavailableEnvironments
-from wander.service.envs import Registry
+from wander.service.envs import ENTRY_POINT_GROUP, Registry
 from wander.service.envs.sdk import EnvConfig, Environment
 from wander.service.errors import EnvNotFound, InvalidInput
 
@@ -26,10 +28,32 @@ CONFIG_CACHE_SIZE = 4096
 class Catalog:
     """The environments of a ``Registry``, with their published infos and parsed configs."""
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, infos: Mapping[str, EnvInfo] | None = None) -> None:
         self.registry = registry
-        self._infos = {name: env_info(env) for name, env in registry.items()}
+        self._infos = (
+            dict(infos)
+            if infos is not None
+            else {name: env_info(env) for name, env in registry.items()}
+        )
         self._configs: dict[tuple[str, bytes], EnvConfig] = {}
+
+    @classmethod
+    def installed(cls) -> Catalog:
+        """Every environment installed (``Registry.from_entry_points``), loaded once per
+        process for each source (``_Source``: the entry points, and the imports that are
+        blocked). Loading them and publishing their infos is most of building an app (a
+        pydantic model per reasoning-gym dataset, then its JSON schema), and a process
+        that builds many apps (the tests) pays it once. The environments are stateless,
+        so apps may share them; each catalog keeps a config cache of its own."""
+        source = _source()
+        loaded = _INSTALLED.get(source)
+        if loaded is None:
+            catalog = cls(Registry.from_entry_points())
+            if len(_INSTALLED) >= INSTALLED_KEPT:
+                _INSTALLED.clear()
+            _INSTALLED[source] = _Installed(catalog.registry, catalog._infos)
+            return catalog
+        return cls(loaded.registry, loaded.infos)
 
     def environments(self) -> list[EnvInfo]:
         return list(self._infos.values())
@@ -69,6 +93,36 @@ class Catalog:
                 self._configs.clear()
             parsed = self._configs[key] = parse_config(env, config, ("config",))
         return parsed
+
+
+class _Installed(NamedTuple):
+    registry: Registry
+    infos: dict[str, EnvInfo]
+
+
+class _Source(NamedTuple):
+    """What the installed environments are loaded from."""
+
+    entry_points: tuple[tuple[str, str, str], ...]
+    """Each entry point, and the distribution (and version) that declares it."""
+    blocked: frozenset[str]
+    """Modules set to None in ``sys.modules``, whose import fails: an environment that
+    imports one is unavailable (how a package is made missing without uninstalling it)."""
+
+
+_INSTALLED: dict[_Source, _Installed] = {}
+"""``Catalog.installed``'s registry and infos, by what they were loaded from."""
+INSTALLED_KEPT = 4
+"""Sources whose environments a process keeps loaded; one more starts them afresh."""
+
+
+def _source() -> _Source:
+    entries = (
+        (entry.name, entry.value, f"{entry.dist.name}=={entry.dist.version}" if entry.dist else "")
+        for entry in entry_points(group=ENTRY_POINT_GROUP)
+    )
+    blocked = frozenset(name for name, module in sys.modules.copy().items() if module is None)
+    return _Source(tuple(sorted(entries)), blocked)
 
 
 def env_info(env: Environment[Any]) -> EnvInfo:

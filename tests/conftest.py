@@ -13,6 +13,7 @@ and drop it.
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import subprocess
@@ -20,9 +21,11 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import CodeType
+from typing import Any
 
 import httpx
 import pytest
@@ -31,7 +34,7 @@ import sqlalchemy
 from asgi_lifespan import LifespanManager
 from starlette.types import ASGIApp
 
-from tests.helpers import write_archive
+from tests.helpers import SQLITE_TEMPLATE, migrate, write_archive
 from tests.leaks import LEDGER, MARKER, Ledger
 from tests.records import many_runs
 from tests.redis_cluster import start_cluster
@@ -66,6 +69,90 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     for leak in leaks:
         if leak.remove is not None:
             leak.remove()
+
+
+SERVER_STARTERS = frozenset({"ServiceProcess", "plugin_service", "keyed_service"})
+"""What starts a real ``wander serve`` (a process, seconds to start): a test that calls one,
+itself or through its fixtures and the helpers of tests/ they call, is ``live_server``."""
+INTEROP_MODULES = frozenset({"test_openenv_interop", "test_verifiers"})
+"""Tests against another project's real package, in a venv of its own (tests/interop.py)."""
+SLOW_MODULES = frozenset({
+    "test_bench_scaling", "test_bench_ws", "test_client_install", "test_cluster",
+    "test_gradients", "test_grpo", "test_multiprocess", "test_nginx", "test_packaging",
+    "test_plain_sampling", "test_rollout", "test_sandbox", "test_sft", "test_sharded",
+    "test_untrusted_code", "test_vllm_backend", "test_worker_isolation",
+})  # fmt: skip
+"""Modules whose tests take more than ~5 s each (setup and call, on a 2-core machine), or
+whose many 1-2 s tests take half a minute together."""
+SLOW_TESTS = frozenset({
+    "tests/test_leaks.py::test_a_session_that_cleans_up_after_a_kill_9_of_several_workers_passes",
+    "tests/test_no_evaluation.py::test_no_constant_answer_scores_every_item",
+    "tests/test_no_evaluation.py::test_the_audit_finds_exactly_the_datasets_that_evaluate",
+    "tests/test_rg_scoring_expressions.py::test_scores_are_reasoning_gyms[countdown]",
+    "tests/test_rg_scoring_expressions.py::test_scores_are_reasoning_gyms[intermediate_integration]",
+    "tests/test_rg_scoring_expressions.py::test_scores_are_reasoning_gyms[polynomial_multiplication]",
+    "tests/test_rg_scoring_expressions.py::test_scores_are_reasoning_gyms[puzzle24]",
+    "tests/test_rg_scoring_expressions.py::test_scores_are_reasoning_gyms[simple_integration]",
+    "tests/test_sql_limits.py::test_the_slowest_rows_allowed_still_end_within_the_budget",
+    "tests/test_store_contract.py::test_expired_episodes_give_their_quota_back",
+})  # fmt: skip
+"""Slow tests in otherwise fast modules, by id, or by name for all its parameters
+(``--durations`` finds them)."""
+Verdicts = dict[Callable[..., Any], bool]
+"""Whether a function starts a server, as `_starts_a_server` found."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tiers (pyproject.toml's markers), given here rather than in each test file:
+    ``make test-fast`` runs what carries none of them."""
+    verdicts: Verdicts = {}
+    for item in items:
+        module = item.path.stem
+        if module in INTEROP_MODULES:
+            item.add_marker(pytest.mark.interop)
+        if module in SLOW_MODULES or {item.nodeid, item.nodeid.split("[")[0]} & SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        if "browser" in info.names_closure:
+            item.add_marker(pytest.mark.browser)
+        functions = [getattr(item, "obj", None)]
+        functions += [defs[-1].func for defs in info.name2fixturedefs.values() if defs]
+        if any(_starts_a_server(f, verdicts) for f in functions if f is not None):
+            item.add_marker(pytest.mark.live_server)
+
+
+def _starts_a_server(function: Callable[..., Any], verdicts: Verdicts) -> bool:
+    """Whether ``function`` names a `SERVER_STARTERS`, or calls a function of tests/ that does."""
+    function = inspect.unwrap(function)
+    if function in verdicts:
+        return verdicts[function]
+    verdicts[function] = False  # a recursion meets it undecided
+    code = getattr(function, "__code__", None)
+    found = False
+    if code is not None:
+        scope = getattr(function, "__globals__", {})
+        for name in _names(code):
+            called = scope.get(name)
+            if name in SERVER_STARTERS or (
+                inspect.isfunction(called)
+                and called.__module__.startswith("tests")
+                and _starts_a_server(called, verdicts)
+            ):
+                found = True
+                break
+    verdicts[function] = found
+    return found
+
+
+def _names(code: CodeType) -> set[str]:
+    """The global names ``code`` reads, in its nested functions too."""
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if isinstance(constant, CodeType):
+            names |= _names(constant)
+    return names
 
 
 def _redis_answers(url: str) -> bool:
@@ -148,26 +235,75 @@ def postgres_server_url(pytestconfig: pytest.Config) -> str:
     return url
 
 
+@contextmanager
+def postgres_database(server_url: str, name: str, template: str = "") -> Iterator[str]:
+    """The URL of a database ``name`` created on the server (a copy of ``template``, if
+    named), dropped afterwards."""
+    admin = sqlalchemy.create_engine(server_url, isolation_level="AUTOCOMMIT")
+    copy = f' TEMPLATE "{template}"' if template else ""
+    with admin.connect() as connection:
+        connection.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"{copy}'))
+    try:
+        yield (
+            sqlalchemy.make_url(server_url).set(database=name).render_as_string(hide_password=False)
+        )
+    finally:
+        with admin.connect() as connection:
+            connection.execute(sqlalchemy.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def _test_database(config: pytest.Config) -> str:
+    return f"{config.stash[LEDGER].database_prefix}{uuid.uuid4().hex[:12]}"
+
+
 @pytest.fixture
 def postgresql_url(postgres_server_url: str, pytestconfig: pytest.Config) -> Iterator[str]:
     """An empty database of this test's own on the PostgreSQL server, dropped afterwards."""
-    name = f"{pytestconfig.stash[LEDGER].database_prefix}{uuid.uuid4().hex[:12]}"
-    admin = sqlalchemy.create_engine(postgres_server_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
-    yield (
-        sqlalchemy.make_url(postgres_server_url)
-        .set(database=name)
-        .render_as_string(hide_password=False)
-    )
-    with admin.connect() as connection:
-        connection.execute(sqlalchemy.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-    admin.dispose()
+    with postgres_database(postgres_server_url, _test_database(pytestconfig)) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_server_url: str, pytestconfig: pytest.Config) -> Iterator[str]:
+    """A database that Alembic migrated to the head revision once per session: a test's
+    migrated database is created as a copy of it (``CREATE DATABASE ... TEMPLATE``)."""
+    name = f"{pytestconfig.stash[LEDGER].database_prefix}template"
+    with postgres_database(postgres_server_url, name) as url:
+        upgrade(url)
+        yield name
+
+
+@pytest.fixture
+def migrated_postgresql_url(
+    postgres_server_url: str, postgres_template: str, pytestconfig: pytest.Config
+) -> Iterator[str]:
+    """A database of this test's own migrated to the head revision, dropped afterwards."""
+    name = _test_database(pytestconfig)
+    with postgres_database(postgres_server_url, name, postgres_template) as url:
+        yield url
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A SQLite archive that Alembic migrated to the head revision once per session:
+    ``helpers.migrate`` makes a test's archive a copy of it (0.1-0.18 s saved each time)."""
+    path = tmp_path_factory.mktemp("template") / "archive.db"
+    upgrade(f"sqlite:///{path}")
+    SQLITE_TEMPLATE["head"] = path
+    yield path
+    SQLITE_TEMPLATE.clear()
 
 
 @pytest.fixture
 def sqlite_url(tmp_path: os.PathLike[str]) -> str:
     return f"sqlite:///{tmp_path}/archive.db"
+
+
+@pytest.fixture
+def migrated_sqlite_url(sqlite_url: str) -> str:
+    migrate(sqlite_url)
+    return sqlite_url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -176,11 +312,16 @@ def empty_database_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue(f"{request.param}_url"))
 
 
-@pytest.fixture
-def database_url(empty_database_url: str) -> str:
-    """A migrated archive database, on SQLite and on PostgreSQL."""
-    upgrade(empty_database_url)
-    return empty_database_url
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest) -> str:
+    """A migrated archive database, on SQLite and on PostgreSQL: a copy of the session's
+    migrated template, or, in a module that sets ``REAL_MIGRATIONS`` (the tests of the
+    migrations), migrated by Alembic for the test."""
+    if getattr(request.module, "REAL_MIGRATIONS", False):
+        url = str(request.getfixturevalue(f"{request.param}_url"))
+        upgrade(url)
+        return url
+    return str(request.getfixturevalue(f"migrated_{request.param}_url"))
 
 
 STORE_KINDS = ("memory", "redis")
@@ -225,7 +366,7 @@ def shared_redis(store_kind: str, request: pytest.FixtureRequest) -> tuple[str, 
 @pytest.fixture
 def settings(store_kind: str, sqlite_url: str, request: pytest.FixtureRequest) -> Settings:
     """Settings for the parametrised store, with a migrated SQLite archive of the test's own."""
-    upgrade(sqlite_url)
+    migrate(sqlite_url)
     if store_kind in ("redis", "cluster"):
         url, prefix = request.getfixturevalue("shared_redis")
         return Settings(redis_url=url, redis_prefix=prefix, database_url=sqlite_url)
@@ -251,7 +392,7 @@ async def api(app: ASGIApp) -> AsyncIterator[httpx.AsyncClient]:
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     """A real `wander serve` (in-process store, SQLite archive), shared by a test module."""
     database = f"sqlite:///{tmp_path_factory.mktemp('live')}/archive.db"
-    upgrade(database)
+    migrate(database)
     process = ServiceProcess({"WANDER_DATABASE_URL": database, "WANDER_REDIS_URL": ""}).start()
     yield process
     process.stop()
@@ -260,7 +401,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
 @pytest.fixture
 def runs_service(sqlite_url: str) -> Iterator[ServiceProcess]:
     """A real `wander serve` (in-process store) over a SQLite archive holding ``many_runs(10)``."""
-    upgrade(sqlite_url)
+    migrate(sqlite_url)
     write_archive(sqlite_url, many_runs(10))
     process = ServiceProcess({"WANDER_DATABASE_URL": sqlite_url, "WANDER_REDIS_URL": ""}).start()
     yield process

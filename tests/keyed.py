@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wander.service.archive.migrations import upgrade
+from tests.helpers import migrate
 from wander.testing import ServiceProcess
 
 KEY = "wdr_test-only-key"
@@ -20,7 +20,7 @@ KEY = "wdr_test-only-key"
 def keyed_service(folder: Path) -> ServiceProcess:
     """The keyed service started (in-process store, a SQLite archive in ``folder``)."""
     database = f"sqlite:///{folder}/archive.db"
-    upgrade(database)
+    migrate(database)
     env = {
         "WANDER_DATABASE_URL": database,
         "WANDER_REDIS_URL": "",

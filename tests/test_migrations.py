@@ -13,6 +13,9 @@ from wander.service.archive.database import _row
 from wander.service.archive.migrations import current_revision, downgrade, head_revision, upgrade
 from wander.service.archive.tables import ArchivedEpisode, Base
 
+REAL_MIGRATIONS = True
+"""``database_url`` is migrated by Alembic here, not copied from the session's template."""
+
 EPISODES_0001 = {
     "ix_episodes_group_id",
     "ix_episodes_run_created",

@@ -9,6 +9,7 @@ behind a proxy or under ``--root-path`` as it does on the service's own port.
 
 from __future__ import annotations
 
+import os
 from importlib.resources import files
 
 from fastapi import FastAPI
@@ -21,7 +22,9 @@ CONSOLE_URL = "/console"
 def install_console(app: FastAPI) -> None:
     """Serve the console at ``/console/`` (``/console`` redirects there, so that the
     pages' relative URLs resolve under it)."""
-    folder = str(files("wander.service").joinpath("console"))
+    # Where the pages really are: under a strict editable install the package's folder
+    # holds links to them, which StaticFiles refuses (they lead out of its directory).
+    folder = os.path.dirname(os.path.realpath(files("wander.service") / "console" / "index.html"))
 
     @app.get(CONSOLE_URL, include_in_schema=False)
     async def console() -> RedirectResponse:
