@@ -92,6 +92,7 @@ def test_the_wheel_holds_wander_and_nothing_else(wheel: Path) -> None:
     assert tops == {"wander", wheel.name.split("-py3")[0] + ".dist-info"}
     assert not [name for name in names if "stale" in name]  # build/ leftovers do not leak
     for data in (
+        "wander/py.typed",  # PEP 561: type checkers read the package's annotations
         "wander/migrations/script.py.mako",
         "wander/service/envs/reverse_text/paragraphs.jsonl",
         "wander/trainer/tiny_tokenizer.json",
