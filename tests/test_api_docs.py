@@ -47,7 +47,9 @@ async def test_the_docs_load_only_assets_of_the_service(api: httpx.AsyncClient, 
         assert asset.status_code == 200, url
         expected = ASSET_TYPES["." + url.rsplit(".", 1)[-1]]
         assert expected in asset.headers["content-type"], (url, asset.headers["content-type"])
-        assert len(asset.content) > 1000, url
+        # the real asset, not a stand-in: fastapi-offline 1.7.0's favicon is 412 bytes
+        assert len(asset.content) > (100 if expected == "image/png" else 1000), url
+        assert expected != "image/png" or asset.content.startswith(b"\x89PNG"), url
 
 
 EXAMPLED = [

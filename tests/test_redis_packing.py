@@ -14,7 +14,13 @@ ARGUMENTS = [
     ("EVALSHA", "0" * 40, 2, "wander:episode:ep_1", "wander:log:ep_1", 3600),
     ("SET", b"\x00binary\r\n", "naïve ✓", -7, 0.1, 1e20, 2**70),
     ("CLIENT SETNAME", "wander"),  # a command name of two words
-    ("RPUSH", "k", memoryview(b"view"), bytearray(b"array"), b"x" * 10_000),
+    pytest.param(
+        ("RPUSH", "k", memoryview(b"view"), bytearray(b"array"), b"x" * 10_000),
+        marks=pytest.mark.skipif(
+            int(redis.__version__.split(".")[0]) < 8,
+            reason="redis-py packs a memoryview or bytearray from 8.0 (the store sends neither)",
+        ),
+    ),
 ]
 
 
