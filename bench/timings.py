@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import json
 import os
 import platform
@@ -49,7 +48,7 @@ from wander.service.archive import Archive, KeyBook
 from wander.service.archive.migrations import upgrade
 from wander.service.envs.tictactoe.env import formatted, parse_move
 from wander.service.tenancy import Role
-from wander.testing import ServiceProcess
+from wander.testing import FLOOD, ServiceProcess, light_client, oversized_rg_configs
 
 PARTS = ("parsing", "edge", "rg", "flood")
 HOSTILE: dict[str, Callable[[int], str]] = {
@@ -78,23 +77,6 @@ PAST_BOUNDS = {
 }
 RG_DEADLINE = 2.0
 """``WANDER_ENV_CALL_SECONDS`` of the ``rg`` part, as tests/test_rg_bounds.py sets it."""
-FLOOD = """
-import asyncio, sys, time, httpx
-async def main(url, key, seconds):
-    counts = {}
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}) as api:
-        print("flooding", flush=True)
-        async def loop():
-            end = time.monotonic() + seconds
-            while time.monotonic() < end:
-                status = (await api.get("/v1/environments/tictactoe")).status_code
-                counts[status] = counts.get(status, 0) + 1
-                await asyncio.sleep(0.02)
-        await asyncio.gather(*(loop() for _ in range(4)))
-    print(counts.get(200, 0), counts.get(429, 0))
-asyncio.run(main(sys.argv[1], sys.argv[2], float(sys.argv[3])))
-"""
-"""tests/test_auth_live.py's flood: four loops, each pausing 20 ms between requests."""
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -216,47 +198,6 @@ def edge(folder: Path, runs: int) -> None:
     print("\n".join(rows))
 
 
-async def light_client(client: httpx.AsyncClient, stop: asyncio.Event) -> list[float]:
-    """Tic-tac-toe games, step after step, until ``stop``: each request's latency."""
-    latencies = []
-    while not stop.is_set():
-        started = time.perf_counter()
-        created = await client.post("/v1/episodes", json={"env": "tictactoe"})
-        latencies.append(time.perf_counter() - started)
-        episode = created.json()["episodes"][0]
-        for cell in range(9):
-            if stop.is_set():
-                break
-            started = time.perf_counter()
-            step = await client.post(
-                f"/v1/episodes/{episode['id']}/step", json={"action": f"<move>{cell}</move>"}
-            )
-            latencies.append(time.perf_counter() - started)
-            if step.status_code == 409 or step.json()["done"]:
-                break
-    return latencies
-
-
-def oversized() -> list[tuple[str, dict[str, Any]]]:
-    """tests/test_rg_bounds.py's attacks: every dataset with its numeric option of largest
-    default x1000, and two split sizes of 10**7."""
-    from reasoning_gym.factory import DATASETS
-
-    attacks = []
-    for dataset, (_, config_class) in sorted(DATASETS.items()):
-        numbers = {
-            f.name: f.default
-            for f in dataclasses.fields(config_class)
-            if f.name not in ("seed", "size")
-            and isinstance(f.default, int | float)
-            and not isinstance(f.default, bool)
-        }
-        if numbers and dataset != "composite":
-            option, value = max(numbers.items(), key=lambda item: abs(item[1]))
-            attacks.append((dataset, {"options": {option: (value or 1) * 1000}}))
-    return [*attacks, ("acre", {"train_size": 10**7}), ("list_functions", {"train_size": 10**7})]
-
-
 def latency_cells(latencies: list[float]) -> str:
     p50, p99 = quantile(latencies, 0.5) * 1e3, quantile(latencies, 0.99) * 1e3
     return f"{len(latencies)} | {p50:,.1f} | {p99:,.1f} | {max(latencies) * 1e3:,.1f}"
@@ -276,7 +217,8 @@ async def rg(folder: Path, seconds: float) -> None:
             await asyncio.sleep(seconds)
             stop.set()
             alone = await alone_task
-            attacks, gate = oversized(), asyncio.Semaphore(8)
+            attacks = [(d, c) for d, c in oversized_rg_configs() if d != "composite"]  # not offered
+            gate = asyncio.Semaphore(8)
 
             async def attack(dataset: str, config: dict[str, Any]) -> tuple[float, int, str]:
                 async with gate:

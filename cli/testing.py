@@ -11,14 +11,21 @@ uvicorn supervisor and N worker processes, and signalling the supervisor alone w
 leave its workers serving on the port. Stopping returns only once no process of the
 group is running any more.
 
+`light_client`, `FLOOD` and `oversized_rg_configs` are the load that tests and
+benchmarks put on a service alike: the tests assert what it gets, ``bench.timings``
+measures how long.
+
 Only the standard library and httpx: ``wander`` is the base install's package too, and
 importing this module must not pull in the service. (The Redis helpers import redis-py,
-the service extra's client, when they first talk to a server.)
+the service extra's client, when they first talk to a server, and `oversized_rg_configs`
+reasoning-gym.)
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
@@ -35,6 +42,7 @@ from typing import IO, Any, NamedTuple
 import httpx
 
 __all__ = [
+    "FLOOD",
     "NO_DISK",
     "RedisCluster",
     "RedisServers",
@@ -43,6 +51,8 @@ __all__ = [
     "VenvInstallError",
     "cached_venv",
     "free_port",
+    "light_client",
+    "oversized_rg_configs",
     "running_processes",
     "wait_until",
 ]
@@ -373,3 +383,70 @@ def _group_runs(group: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+async def light_client(client: httpx.AsyncClient, stop: asyncio.Event) -> list[float]:
+    """Tic-tac-toe games, step after step, until ``stop``: each request's latency. Every
+    answer must be a 200 (or the 409 of a game that ended): an ``AssertionError`` if not."""
+    latencies = []
+    while not stop.is_set():
+        started = time.perf_counter()
+        created = await client.post("/v1/episodes", json={"env": "tictactoe"})
+        latencies.append(time.perf_counter() - started)
+        assert created.status_code == 201, created.text
+        episode = created.json()["episodes"][0]
+        for cell in range(9):
+            if stop.is_set():
+                break
+            started = time.perf_counter()
+            step = await client.post(
+                f"/v1/episodes/{episode['id']}/step", json={"action": f"<move>{cell}</move>"}
+            )
+            latencies.append(time.perf_counter() - started)
+            assert step.status_code in (200, 409), step.text
+            if step.status_code == 409 or step.json()["done"]:
+                break
+    return latencies
+
+
+FLOOD = """
+# Four loops of requests as fast as the service answers, each pausing 20 ms: ten times a
+# key limited to 20 a second, and not so fast that the flood's own process takes the
+# machine's 2 cores. Arguments: the service's URL, the key, seconds; prints the 200s and
+# the 429s.
+import asyncio, sys, time, httpx
+async def main(url, key, seconds):
+    counts = {}
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}) as api:
+        print("flooding", flush=True)
+        async def loop():
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                status = (await api.get("/v1/environments/tictactoe")).status_code
+                counts[status] = counts.get(status, 0) + 1
+                await asyncio.sleep(0.02)
+        await asyncio.gather(*(loop() for _ in range(4)))
+    print(counts.get(200, 0), counts.get(429, 0))
+asyncio.run(main(sys.argv[1], sys.argv[2], float(sys.argv[3])))
+"""
+"""A flood of requests, as a script for ``python -c`` (a process of its own)."""
+
+
+def oversized_rg_configs() -> list[tuple[str, dict[str, Any]]]:
+    """Every reasoning-gym dataset with its numeric option of largest default x1000, and
+    two split sizes of ``10**7``: configs past their bounds, as an attacker sends them."""
+    from reasoning_gym.factory import DATASETS
+
+    attacks = []
+    for dataset, (_, config_class) in sorted(DATASETS.items()):
+        numbers = {
+            f.name: f.default
+            for f in dataclasses.fields(config_class)
+            if f.name not in ("seed", "size")
+            and isinstance(f.default, int | float)
+            and not isinstance(f.default, bool)
+        }
+        if numbers:
+            option, value = max(numbers.items(), key=lambda item: abs(item[1]))
+            attacks.append((dataset, {"options": {option: (value or 1) * 1000}}))
+    return [*attacks, ("acre", {"train_size": 10**7}), ("list_functions", {"train_size": 10**7})]

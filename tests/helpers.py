@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import shutil
 import statistics
-import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -187,28 +185,6 @@ def write_archive(database_url: str, records: Sequence[EpisodeRecord]) -> None:
         archive.write(records)
     finally:
         archive.dispose()
-
-
-async def light_client(client: httpx.AsyncClient, stop: asyncio.Event) -> list[float]:
-    """Tic-tac-toe games, step after step, until ``stop``: each request's latency."""
-    latencies = []
-    while not stop.is_set():
-        started = time.perf_counter()
-        created = await client.post("/v1/episodes", json={"env": "tictactoe"})
-        latencies.append(time.perf_counter() - started)
-        episode = created.json()["episodes"][0]
-        for cell in range(9):
-            if stop.is_set():
-                break
-            started = time.perf_counter()
-            step = await client.post(
-                f"/v1/episodes/{episode['id']}/step", json={"action": f"<move>{cell}</move>"}
-            )
-            latencies.append(time.perf_counter() - started)
-            assert step.status_code in (200, 409), step.text
-            if step.status_code == 409 or step.json()["done"]:
-                break
-    return latencies
 
 
 def p99(latencies: list[float]) -> float:

@@ -23,7 +23,7 @@ from tests.helpers import error_of
 from wander.service.archive import Archive, KeyBook
 from wander.service.archive.migrations import upgrade
 from wander.service.tenancy import Role
-from wander.testing import ServiceProcess
+from wander.testing import FLOOD, ServiceProcess
 
 FLOOD_SECONDS = 2.0
 
@@ -94,26 +94,6 @@ async def play_steps(api: httpx.AsyncClient, key: str, steps: int) -> None:
             )
             assert response.status_code == 200, response.text
             done, move, played = response.json()["done"], move + 1, played + 1
-
-
-FLOOD = """
-# Four loops of requests as fast as the service answers, each pausing 20 ms: ten times the
-# key's limit, and not so fast that the flood's own process takes the machine's 2 cores.
-import asyncio, sys, time, httpx
-async def main(url, key, seconds):
-    counts = {}
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}) as api:
-        print("flooding", flush=True)
-        async def loop():
-            end = time.monotonic() + seconds
-            while time.monotonic() < end:
-                status = (await api.get("/v1/environments/tictactoe")).status_code
-                counts[status] = counts.get(status, 0) + 1
-                await asyncio.sleep(0.02)
-        await asyncio.gather(*(loop() for _ in range(4)))
-    print(counts.get(200, 0), counts.get(429, 0))
-asyncio.run(main(sys.argv[1], sys.argv[2], float(sys.argv[3])))
-"""
 
 
 async def test_a_rate_limited_key_gets_429s_and_leaves_other_tenants_alone(

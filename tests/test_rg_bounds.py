@@ -20,10 +20,10 @@ import httpx
 import pytest
 from reasoning_gym.factory import CURRICULA, DATASETS
 
-from tests.helpers import error_of, fork_servers, light_client
+from tests.helpers import error_of, fork_servers
 from wander.service.archive.migrations import upgrade
 from wander.service.envs.rg_bounds import HEADROOM
-from wander.testing import ServiceProcess
+from wander.testing import ServiceProcess, light_client, oversized_rg_configs
 
 DEADLINE = 2.0
 REFUSED = {"validation_error", "env_timeout", "env_failed", "env_error"}
@@ -106,25 +106,6 @@ async def test_a_dataset_that_builds_its_split_whole_has_smaller_splits(
     assert error_of(response)["details"][0]["loc"] == ["body", "config", "eval_size"]
 
 
-def oversized() -> list[tuple[str, dict[str, Any]]]:
-    """Every dataset with its numeric option of largest default x1000, and the split
-    sizes of the attack (``train_size=10**7``)."""
-    attacks = []
-    for dataset, (_, config_class) in sorted(DATASETS.items()):
-        numbers = {
-            f.name: f.default
-            for f in dataclasses.fields(config_class)
-            if f.name not in ("seed", "size")
-            and isinstance(f.default, int | float)
-            and not isinstance(f.default, bool)
-        }
-        if numbers:
-            option, value = max(numbers.items(), key=lambda item: abs(item[1]))
-            attacks.append((dataset, {"options": {option: (value or 1) * 1000}}))
-    attacks += [("acre", {"train_size": 10**7}), ("list_functions", {"train_size": 10**7})]
-    return attacks
-
-
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     database = f"sqlite:///{tmp_path_factory.mktemp('rg-bounds')}/archive.db"
@@ -141,7 +122,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess
 async def test_oversized_configs_are_refused_while_others_are_served(
     client: httpx.AsyncClient,
 ) -> None:
-    attacks = [(d, c) for d, c in oversized() if d != "composite"]  # not offered
+    attacks = [(d, c) for d, c in oversized_rg_configs() if d != "composite"]  # not offered
     limits = {dataset: await published(client, dataset) for dataset, _ in attacks}
     gate = asyncio.Semaphore(8)
 

@@ -27,7 +27,6 @@ from asgi_lifespan import LifespanManager
 from tests.helpers import (
     LIGHT_P99_BOUND,
     fork_servers,
-    light_client,
     p99,
     plugin_service,
     workers_of,
@@ -36,7 +35,7 @@ from wander.service.app import create_app
 from wander.service.archive.migrations import upgrade
 from wander.service.sandbox.launcher import remove_orphaned_folders
 from wander.service.settings import Settings
-from wander.testing import ServiceProcess
+from wander.testing import ServiceProcess, light_client
 
 DEADLINE = 2.0
 MEMORY = 768 << 20
