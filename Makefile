@@ -6,7 +6,7 @@ PIP := $(BIN)/python -m pip install --quiet
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test test-fast bench bench-scaling lint wheel screenshots clean
+.PHONY: serve test test-fast test-lowest bench bench-scaling lint wheel screenshots clean
 
 # The package installs editable in strict mode: a tree of links under build/ shaped as
 # the installed package, so that static tools (editors, basedpyright, import-linter)
@@ -44,6 +44,11 @@ test: $(VENV)/.dev $(VENV)/.links
 # gives (slow, live_server, interop, browser). `make test` runs them all.
 test-fast: $(VENV)/.dev $(VENV)/.links
 	$(BIN)/python -m pytest -m "not slow and not live_server and not interop and not browser"
+
+# The fast tier against the lowest versions pyproject.toml allows, in a venv of its own
+# (.venv-lowest, made afresh with uv; ~13 minutes on two cores): the floors are true.
+test-lowest:
+	bash tools/lowest_versions.sh
 
 # The service benchmark matrix (a few minutes); results in bench/results/.
 bench: $(VENV)/.dev
