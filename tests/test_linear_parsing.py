@@ -16,7 +16,10 @@ from wander.sdk import is_tagged_answer, last_tagged, without_tagged
 from wander.service.envs.reverse_text.env import extract_answer
 from wander.service.envs.tictactoe.env import formatted, parse_move
 
-FORMAT = re.compile(r"\s*<think>.*?</think>.*?<move>.*?</move>\s*", re.DOTALL)
+FORMAT = re.compile(
+    r"\s*<think>(?:(?!</think>).)*?(?:(?!</think>)\S)(?:(?!</think>).)*?</think>.*?<move>.*?</move>\s*",
+    re.DOTALL,
+)
 THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 MOVE = re.compile(r"<move>(.*?)</move>", re.DOTALL)
 TOKENS = ("<think>", "</think>", "<move>", "</move>", " ", "\n", "4", "x", "<", "/", ">")

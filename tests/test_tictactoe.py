@@ -253,6 +253,20 @@ def test_a_won_game_scores_exactly() -> None:
     assert score.metrics["outcome"] == "win"
 
 
+@pytest.mark.parametrize(
+    ("thought", "credit"),
+    [("The centre is free.", 1.0), ("", 0.0), ("  \n ", 0.0), ("<move>4</move>", 1.0)],
+)
+def test_only_a_thought_earns_format_credit(thought: str, credit: float) -> None:
+    """An empty or blank ``<think>`` is no reasoning: a model that learned to send one
+    would be paid for thinking nothing."""
+    state, seed = model_first_example(OPTIMAL)
+    action = {"content": f"<think>{thought}</think><move>4</move>"}
+    state, *_ = ENV.step(OPTIMAL, state, action, TurnRandom(seed))
+    assert ENV.score(OPTIMAL, state).components["format"] == credit
+    assert state["board"][4] == "X"  # the move counts either way
+
+
 def test_running_score_has_no_outcome_until_the_end() -> None:
     state, seed = model_first_example(OPTIMAL)
     state, *_ = ENV.step(OPTIMAL, state, {"content": "<move>4</move>"}, TurnRandom(seed))

@@ -109,7 +109,9 @@ async function start(game, form, randomness, environments, showError) {
 function ticTacToe(info, done, act, messages) {
   const news = messages[messages.length - 1]?.content?.split("\n")[0] ?? "";
   const thinking = h("input", { type: "text", name: "thinking", placeholder: "your thinking (optional, sent inside <think>)", size: 40 });
-  const pick = (cell) => act(`<think>${thinking.value}</think><move>${cell}</move>`);
+  // A blank thought is sent as none: an empty <think> earns no format credit anyway.
+  const pick = (cell) => act(thinking.value.trim()
+    ? `<think>${thinking.value}</think><move>${cell}</move>` : `<move>${cell}</move>`);
   return h("div", { class: "replay" },
     boardView(info.board, { onPick: done ? null : pick }),
     h("div", { class: "replay-side" }, h("p", { class: "caption", "aria-live": "polite" }, news),

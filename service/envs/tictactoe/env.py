@@ -103,15 +103,20 @@ def render_board(board: str) -> str:
 
 
 def formatted(content: str | None) -> bool:
-    """Whether ``content`` is ``<think>...</think>``, then a ``<move>...</move>`` that ends
-    it: a full match of ``\\s*<think>.*?</think>.*?<move>.*?</move>\\s*``, found in linear
-    time (the expression backtracks quadratically in the number of ``<move>`` tags, and
-    this environment runs inline, on the service's event loop)."""
+    """Whether ``content`` is ``<think>...</think>`` with a thought in it (not only
+    blanks: an empty thought earns no format credit, or a model would learn to think
+    nothing), then a ``<move>...</move>`` that ends it: a full match of
+    ``\\s*<think>\\s*\\S.*?</think>.*?<move>.*?</move>\\s*`` (the thought up to the first
+    ``</think>``), found in linear time (the expression backtracks quadratically in the
+    number of ``<move>`` tags, and this environment runs inline, on the service's event
+    loop)."""
     text = (content or "").strip()
     if not (text.startswith("<think>") and text.endswith("</move>")):
         return False
     thought = text.find("</think>", len("<think>"))
-    move = text.find("<move>", thought + len("</think>")) if thought >= 0 else -1
+    if thought < 0 or not text[len("<think>") : thought].strip():
+        return False
+    move = text.find("<move>", thought + len("</think>"))
     return move >= 0 and move + len("<move>") <= len(text) - len("</move>")
 
 
@@ -128,7 +133,7 @@ def parse_move(content: str | None) -> int | str:
 
 class TicTacToe(Environment[TicTacToeConfig]):
     name = "tictactoe"
-    version = "1.0.0"
+    version = "1.1.0"  # 1.1: an empty thought earns no format credit
     description = (
         "Tic-tac-toe: the model plays X against an opponent that plays randomly with a "
         "per-example probability and minimax-optimally otherwise."
