@@ -1,4 +1,4 @@
-"""Exceptions of the client, one per error code of the API (DESIGN §4).
+"""Exceptions of the client, one per error code of the API (docs/api.md#errors).
 
 ``ERRORS_BY_CODE`` gives each ``ErrorCode`` its class; a code this client does not know
 (a newer service's) is typed by its status, else ``WanderAPIError``.

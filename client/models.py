@@ -1,4 +1,4 @@
-"""Wire models of the v1 HTTP API (DESIGN §4).
+"""Wire models of the v1 HTTP API (docs/api.md).
 
 The service validates requests and serialises responses with these models, and
 the client parses responses with them, so both sides share one definition of
@@ -28,7 +28,7 @@ from pydantic import (
 from wander.client.error_codes import ErrorCode
 
 SEED_LIMIT = 2**63
-"""Seeds are 63-bit (DESIGN §3)."""
+"""Seeds are 63-bit (docs/architecture.md#seeds-and-determinism)."""
 
 INT_LIMIT = 2**63
 """Every integer a request carries is below this (and at least ``-INT_LIMIT``): the

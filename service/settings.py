@@ -1,4 +1,4 @@
-"""Service settings, read from ``WANDER_*`` environment variables (DESIGN §4)."""
+"""Service settings, read from ``WANDER_*`` environment variables (docs/operations.md#settings)."""
 
 from __future__ import annotations
 

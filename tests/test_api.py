@@ -1,4 +1,4 @@
-"""The v1 HTTP API (DESIGN §4) over FastAPI's ASGI transport, on both stores."""
+"""The v1 HTTP API (docs/api.md) over FastAPI's ASGI transport, on both stores."""
 
 from __future__ import annotations
 

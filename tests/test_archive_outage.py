@@ -1,5 +1,5 @@
 """No finished episode is lost or written twice when the database goes away, or the
-process with it (DESIGN §6)."""
+process with it (docs/architecture.md#the-archive, docs/operations.md#reliability)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""API keys, roles and tenants on every route (issue 22), on both stores, through ASGI.
+"""API keys, roles and tenants on every route, on both stores, through ASGI.
 
 Keys come from ``WANDER_API_KEYS`` here; ``test_keys.py`` covers the archive's keys and
 their CLI, ``test_auth_live.py`` rate limits and quotas against a real server.

@@ -1,4 +1,4 @@
-"""Keys, rate limits and quotas against a real ``wander serve`` on Redis (issue 22): what
+"""Keys, rate limits and quotas against a real ``wander serve`` on Redis: what
 only a real server shows (WebSocket handshakes, one client's flood next to another's
 steps, Redis memory), and what ``wander serve`` says at start."""
 

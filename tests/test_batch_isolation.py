@@ -1,7 +1,8 @@
-"""One bad item of a batch fails alone: the others apply (DESIGN §4).
+"""One bad item of a batch fails alone: the others apply.
 
-The attack of issue #20: 3 tic-tac-toe steps and 1 reasoning-gym answer whose scorer
-raises (``int('nan')`` inside reasoning-gym) made the whole batch a 500, 0 of 3 applied.
+The contract is docs/api.md#post-v1step-many-steps-at-once. The attack it guards against:
+3 tic-tac-toe steps and 1 reasoning-gym answer whose scorer raises (``int('nan')`` inside
+reasoning-gym) made the whole batch a 500, 0 of 3 applied.
 A malformed answer is now a wrong answer, scored 0, so all four apply; an item whose
 environment raises fails alone with ``env_error`` (tests/test_env_errors.py).
 """

@@ -1,4 +1,4 @@
-"""Everything that calls the service sends its key (issue #22): both clients, the
+"""Everything that calls the service sends its key: both clients, the
 evaluation runner, every CLI command, the trainer and the load generator. Against
 ``tests/keyed.py``'s service, which refuses any request without the key, a command that
 works sent it with every request it made."""

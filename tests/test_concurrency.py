@@ -1,4 +1,4 @@
-"""Many simultaneous steps on one episode apply exactly once (DESIGN §4, step semantics), on
+"""Many simultaneous steps on one episode apply exactly once (docs/api.md#step-semantics), on
 every store: in-process, Redis and Redis Cluster."""
 
 from __future__ import annotations

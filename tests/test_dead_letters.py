@@ -1,5 +1,5 @@
 """A record the database refuses never blocks the archive: it is set aside as a dead
-letter with its error, and the records around it are archived (issue #20, item 5).
+letter with its error, and the records around it are archived.
 
 On PostgreSQL, which refuses what SQLite stores anyway (NUL in text, a value longer than
 its column), on every store: in-process, Redis and Redis Cluster.

@@ -1,5 +1,5 @@
 """An episode's messages live in a log beside its stored head, and a step appends to it
-instead of rewriting the whole episode (issue 24): the episode read back and its archived
+instead of rewriting the whole episode: the episode read back and its archived
 record hold every message in order, a retried step appends nothing, and an episode
 stored before the log (every message in its document) plays on after the upgrade."""
 

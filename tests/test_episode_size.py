@@ -1,4 +1,4 @@
-"""The stored episode has a size limit (issue #20): a step that would make it larger
+"""The stored episode has a size limit: a step that would make it larger
 than ``WANDER_MAX_EPISODE_BYTES`` is refused with 413 and changes nothing, alone or in
 a batch, on both stores. Two 12.5 KB sql actions used to make a 116 MB episode, and
 past Redis's 512 MB a 503 that clients retried for ever."""

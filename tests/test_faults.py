@@ -1,4 +1,4 @@
-"""Faults with load running (issue 20): agents play games without pause on a real
+"""Faults with load running: agents play games without pause on a real
 ``wander serve`` with Redis (the test's own server, append-only file fsynced at every
 write) and PostgreSQL (behind a proxy the test cuts), while the test
 

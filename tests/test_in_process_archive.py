@@ -1,5 +1,5 @@
 """The in-process store's finished episodes reach the archive as they finish, so that
-``kill -9`` of its service loses at most those of the last moment (issue 20): the
+``kill -9`` of its service loses at most those of the last moment: the
 archiver is woken by each record queued in the process's backlog, instead of polling it
 every half second (a kill lost what finished in between: 70 games in the attack)."""
 

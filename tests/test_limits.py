@@ -1,4 +1,4 @@
-"""Limits at the edge: bodies, content types and request ids (issue #20)."""
+"""Limits at the edge: bodies, content types and request ids."""
 
 from __future__ import annotations
 

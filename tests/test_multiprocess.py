@@ -1,6 +1,6 @@
 """Several service processes on one Redis (or one Redis Cluster) serve one episode as if
-they were one (DESIGN §3: same inputs, same bytes, on any replica, before and after a
-restart)."""
+they were one (docs/architecture.md#seeds-and-determinism: same inputs, same bytes, on
+any replica, before and after a restart)."""
 
 from __future__ import annotations
 

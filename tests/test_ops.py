@@ -85,7 +85,7 @@ async def test_error_answers_are_counted_by_code(api: httpx.AsyncClient) -> None
 
 
 async def test_live_episodes_go_down_when_episodes_expire(settings: Settings) -> None:
-    """Nobody finishes an episode that expires: the store counts it out (issue 20: the
+    """Nobody finishes an episode that expires: the store counts it out (the
     gauge used to keep it for ever)."""
     async with service(settings.model_copy(update={"episode_ttl_seconds": 1})) as (_, api):
         await create(api, example=0, n=3)

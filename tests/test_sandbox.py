@@ -1,4 +1,4 @@
-"""Environment code runs outside the event loop, under limits (issue #20, service/sandbox).
+"""Environment code runs outside the event loop, under limits (service/sandbox).
 
 A real ``wander serve`` with a 2-second deadline and the test plugin, whose ``hostile``
 environment spins for ever on ``spin``: such calls fail alone with ``env_timeout`` while

@@ -1,5 +1,5 @@
 """Scores are computed once, when a step is applied, and stored: reads run no
-environment code (issue #20: the RCE payloads ran again on every GET)."""
+environment code (the RCE payloads used to run again on every GET)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The tic-tac-toe environment on its own (DESIGN §5): rules, opponent, rubric, seeds."""
+"""Tic-tac-toe on its own (docs/environments.md#tictactoe): rules, opponent, rubric, seeds."""
 
 from __future__ import annotations
 
@@ -333,7 +333,8 @@ def golden_transcript(config: TicTacToeConfig, example: int) -> list[Any]:
 def test_seeded_games_are_byte_identical_to_the_recorded_ones() -> None:
     """A digest of every reset, step, score and public state of 400 seeded games, recorded
     before the game tree was precomputed: any change in a message, a state, a reward or
-    an opponent's draw changes it (DESIGN §3, §5)."""
+    an opponent's draw changes it (docs/architecture.md#seeds-and-determinism,
+    docs/environments.md#tictactoe)."""
     digest = hashlib.blake2b(digest_size=16)
     seen: Counter[Any] = Counter()
     for name, config in GOLDEN_CONFIGS.items():
