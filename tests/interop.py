@@ -16,12 +16,13 @@ on a machine without the registry.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
 from pathlib import Path
 
 import pytest
@@ -33,11 +34,18 @@ CACHE = Path(os.environ.get("WANDER_INTEROP_CACHE", Path.home() / ".cache" / "wa
 CONSTRAINTS = ROOT / "constraints.txt"
 
 
-def interop_venv(
-    name: str, requirements: Sequence[str], wander_extras: Sequence[str] | None = None
-) -> Path:
-    """The ``python`` of a venv holding ``requirements`` (pip specifiers) and, when
-    ``wander_extras`` is given, this checkout installed editable with those extras."""
+VENVS: dict[str, tuple[list[str], list[str] | None]] = {
+    "openenv010": (["openenv==0.10.*"], None),
+    "openenv041": (["openenv==0.4.1"], None),  # the client Verifiers 0.4's OpenEnvTaskset runs
+    "verifiers": (["uv==0.13.9"], ["verifiers"]),  # uv: the null harness runs `uv run --script`
+}
+"""Each venv's requirements (pip specifiers) and, where not None, the extras this
+checkout is installed with in it (editable)."""
+
+
+def interop_venv(name: str) -> Path:
+    """The ``python`` of the venv ``name`` of `VENVS`, built on first use."""
+    requirements, wander_extras = VENVS[name]
     project = (ROOT / "pyproject.toml").read_bytes() if wander_extras is not None else b""
     key = hashlib.sha256(
         repr((sys.version, list(requirements), wander_extras)).encode() + project
@@ -48,18 +56,22 @@ def interop_venv(
     if wander_extras is not None:
         extras = f"[{','.join(wander_extras)}]" if wander_extras else ""
         packages += ["-e", f"{ROOT}{extras}"]
-    if not (home / ".complete").exists():
-        for stale in CACHE.glob(f"{name}-*"):  # an earlier key's venv: no longer wanted
-            shutil.rmtree(stale, ignore_errors=True)
-    try:
-        python = cached_venv(home, packages, CONSTRAINTS)
-        if wander_extras is not None and _read(checkout) != str(ROOT):
-            _repoint(python)
-    except VenvInstallError as failure:
-        if "No matching distribution" in str(failure) or "Could not fetch" in str(failure):
-            pytest.skip(f"{name}: cannot install {packages} (no package registry?)")
-        raise RuntimeError(f"installing {packages} for {name} failed:\n{failure}") from None
-    checkout.write_text(str(ROOT))
+    CACHE.mkdir(parents=True, exist_ok=True)
+    # One builder at a time: pytest-xdist's workers, and two checkouts, share the cache.
+    with (CACHE / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (home / ".complete").exists():
+            for stale in CACHE.glob(f"{name}-*"):  # an earlier key's venv: no longer wanted
+                shutil.rmtree(stale, ignore_errors=True)
+        try:
+            python = cached_venv(home, packages, CONSTRAINTS)
+            if wander_extras is not None and _read(checkout) != str(ROOT):
+                _repoint(python)
+        except VenvInstallError as failure:
+            if "No matching distribution" in str(failure) or "Could not fetch" in str(failure):
+                pytest.skip(f"{name}: cannot install {packages} (no package registry?)")
+            raise RuntimeError(f"installing {packages} for {name} failed:\n{failure}") from None
+        checkout.write_text(str(ROOT))
     return python
 
 
@@ -73,3 +85,20 @@ def _repoint(python: Path) -> None:
     install = subprocess.run(command, capture_output=True, text=True)
     if install.returncode != 0:
         raise VenvInstallError(install.stderr)
+
+
+def main() -> None:
+    """Build every venv the interop tests use, before a test run (``make interop-venvs``):
+    minutes on a new machine, seconds once built."""
+    for name in VENVS:
+        started = time.monotonic()
+        try:
+            python = interop_venv(name)
+        except pytest.skip.Exception as skipped:
+            print(f"{name}: {skipped.msg}; its tests will skip")
+            continue
+        print(f"{name}: {python} ({time.monotonic() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
