@@ -23,7 +23,6 @@ import pytest
 from wander.testing import ServiceProcess
 
 ROOT = Path(__file__).resolve().parents[1]
-PLUGIN = ROOT / "tests" / "plugin"
 HEAVY = ("torch", "transformers", "trl", "peft", "datasets")
 
 
@@ -63,8 +62,15 @@ def docker_context(checkout: Path, target: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    checkout = checkout_copy(tmp_path_factory.mktemp("checkout"))
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A clean copy of the working tree: what the tests build, they build there, never in
+    the tree itself, where this checkout's venv reads its link tree (build/) and other
+    test processes build the example plugin."""
+    return checkout_copy(tmp_path_factory.mktemp("checkout"))
+
+
+@pytest.fixture(scope="module")
+def wheel(checkout: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = docker_context(checkout, tmp_path_factory.mktemp("context"))
     for stale in ("build/lib/service/stale.py", "build/lib/wander/stale.py"):
         (source / stale).parent.mkdir(parents=True, exist_ok=True)
@@ -76,13 +82,14 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def service_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def service_venv(wheel: Path, checkout: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the wheel's service extra, and the example plugin."""
     env_dir = tmp_path_factory.mktemp("venv")
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
     run(python, "-m", "pip", "install", "--quiet", f"{wheel}[service]", cwd=env_dir)
-    run(python, "-m", "pip", "install", "--quiet", "--no-deps", PLUGIN, cwd=env_dir)
+    run(python, "-m", "pip", "install", "--quiet", "--no-deps", checkout / "tests" / "plugin",
+        cwd=env_dir)  # fmt: skip
     return env_dir
 
 
@@ -162,10 +169,10 @@ def test_the_images_healthcheck_passes(
     run(service_venv / "bin" / "python", "-c", probe, cwd=service_venv)
 
 
-def test_make_serve_installs_no_torch(tmp_path: Path) -> None:
+def test_make_serve_installs_no_torch(checkout: Path, tmp_path: Path) -> None:
     """`make serve`'s install step, into a venv of the test's own."""
     env_dir = tmp_path / "venv"
-    run("make", f"VENV={env_dir}", f"{env_dir}/.serve", cwd=ROOT)
+    run("make", f"VENV={env_dir}", f"{env_dir}/.serve", cwd=checkout)
     python = env_dir / "bin" / "python"
     run(python, "-c", "import wander.service.app", cwd=tmp_path)
     for name in HEAVY:
