@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -59,11 +59,21 @@ OUTCOMES = {
 
 
 @functools.cache
-def _dataset(name: str) -> tuple[Any, tuple[dict[str, Any], ...]]:
-    """The dataset (default config) and its items, built once."""
-    size = SIZE + UNINTEGRATED.get(name, 0)
-    dataset = reasoning_gym.create_dataset(name, seed=7, size=size)
-    return dataset, tuple(dataset[index] for index in range(size))
+def _generator(name: str) -> Any:
+    """The dataset (default config): it makes an item when one is read."""
+    return reasoning_gym.create_dataset(name, seed=7, size=SIZE + UNINTEGRATED.get(name, 0))
+
+
+@functools.cache
+def _item(name: str, index: int) -> dict[str, Any]:
+    return dict(_generator(name)[index])
+
+
+def _dataset(name: str) -> tuple[Any, Iterator[dict[str, Any]]]:
+    """The dataset and its items, each made once, when first read: an item of some
+    datasets takes 0.1 s, and a test that reads only the first few stops there."""
+    dataset = _generator(name)
+    return dataset, (_item(name, index) for index in range(len(dataset)))
 
 
 def _bumped(answer: str) -> str:
@@ -324,9 +334,10 @@ ADVERSARIAL = [
 @pytest.mark.parametrize("name", list(SCORERS))
 def test_adversarial_answers_are_unreadable(name: str) -> None:
     dataset, items = _dataset(name)
+    first = next(items)
     for answer in ADVERSARIAL:  # each refused before any work (else pytest's timeout)
         with compiles_nothing():
-            score = SCORERS[name](dataset, answer, items[0])
+            score = SCORERS[name](dataset, answer, first)
         assert score == UNREADABLE[name], (answer[:80], score)
 
 
