@@ -6,7 +6,7 @@ PIP := $(BIN)/python -m pip install --quiet
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test test-fast test-lowest bench bench-scaling lint wheel screenshots clean
+.PHONY: serve test test-fast test-lowest interop-venvs bench bench-scaling lint wheel screenshots clean
 
 # The package installs editable in strict mode: a tree of links under build/ shaped as
 # the installed package, so that static tools (editors, basedpyright, import-linter)
@@ -37,18 +37,36 @@ $(VENV)/.links: $(PACKAGE_FOLDERS)
 serve: $(VENV)/.serve $(VENV)/.links
 	$(BIN)/wander serve --host $(HOST) --port $(PORT)
 
-test: $(VENV)/.dev $(VENV)/.links
-	$(BIN)/python -m pytest
+# Python caches compiled modules (and pytest its rewritten test modules) in __pycache__,
+# even where the environment says not to (as on these CI machines): every `wander serve`
+# and every test process would compile them again (~6 s of CPU per test process).
+unexport PYTHONDONTWRITEBYTECODE
+
+# The tests run in TEST_PROCESSES processes (pytest-xdist): on two cores, three keep both
+# busy while a test waits on a server or a subprocess. Each process takes whole files
+# (a module's shared server starts once), the heaviest first (tests/conftest.py);
+# TEST_PROCESSES=0 runs them all in pytest's own process.
+TEST_PROCESSES ?= 3
+XDIST := -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
+PYTEST := $(BIN)/python -m pytest $(XDIST)
+
+test: $(VENV)/.dev $(VENV)/.links interop-venvs
+	$(PYTEST)
 
 # The unit and ASGI tests (under 2 minutes): none of the tiers that tests/conftest.py
 # gives (slow, live_server, interop, browser). `make test` runs them all.
 test-fast: $(VENV)/.dev $(VENV)/.links
-	$(BIN)/python -m pytest -m "not slow and not live_server and not interop and not browser"
+	$(PYTEST) --fast
+
+# The venvs of the interop tests' other side (verifiers, openenv: tests/interop.py),
+# built before the tests start: minutes on a new machine, under a second once built.
+interop-venvs: $(VENV)/.dev
+	$(BIN)/python -m tests.interop
 
 # The fast tier against the lowest versions pyproject.toml allows, in a venv of its own
 # (.venv-lowest, made afresh with uv; ~13 minutes on two cores): the floors are true.
 test-lowest:
-	bash tools/lowest_versions.sh
+	bash tools/lowest_versions.sh .venv-lowest $(XDIST)
 
 # The service benchmark matrix (a few minutes); results in bench/results/.
 bench: $(VENV)/.dev

@@ -29,12 +29,13 @@ from typing import Any
 
 import httpx
 import pytest
+import pytest_asyncio
 import redis
 import sqlalchemy
 from asgi_lifespan import LifespanManager
 from starlette.types import ASGIApp
 
-from tests.helpers import SQLITE_TEMPLATE, migrate, write_archive
+from tests.helpers import SQLITE_TEMPLATE, asgi_client, migrate, write_archive
 from tests.leaks import LEDGER, MARKER, Ledger
 from tests.records import many_runs
 from tests.redis_cluster import start_cluster
@@ -50,13 +51,42 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://127.0.0.1:5432/test"
 
 
+FAST_TIER = "not slow and not live_server and not interop and not browser"
+"""The tests ``--fast`` selects: the unit and ASGI tests."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fast", action="store_true",
+        help=f"only the fast tier ({FAST_TIER}): `make test-fast`. The modules that hold "
+        "only slow or interop tests are not even imported.",
+    )  # fmt: skip
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if config.getoption("fast") and collection_path.stem in SLOW_MODULES | INTEROP_MODULES:
+        return True
+    return None  # pytest decides
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("fast"):
+        chosen = config.option.markexpr
+        config.option.markexpr = f"({chosen}) and ({FAST_TIER})" if chosen else FAST_TIER
     ledger = config.stash[LEDGER] = Ledger()
     os.environ[MARKER] = ledger.session  # inherited by every process the session starts
 
 
+def _distributes(config: pytest.Config) -> bool:
+    """Whether this process hands the tests out to pytest-xdist's workers (``-n``) and
+    runs none itself (known once every plugin is configured)."""
+    return config.pluginmanager.has_plugin("dsession")
+
+
 @pytest.hookimpl(trylast=True)  # after the session's fixtures are torn down
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _distributes(session.config):
+        return  # each of pytest-xdist's workers is a session of its own, checked by itself
     leaks = session.config.stash[LEDGER].leaks()
     if not leaks:
         return
@@ -88,6 +118,7 @@ SLOW_TESTS = frozenset({
     "tests/test_leaks.py::test_a_session_that_cleans_up_after_a_kill_9_of_several_workers_passes",
     "tests/test_no_evaluation.py::test_no_constant_answer_scores_every_item",
     "tests/test_no_evaluation.py::test_the_audit_finds_exactly_the_datasets_that_evaluate",
+    "tests/test_no_evaluation.py::test_wanders_scoring_compiles_nothing[puzzle24]",
     "tests/test_rg_scoring_expressions.py::test_scores_are_reasoning_gyms[countdown]",
     "tests/test_rg_scoring_expressions.py::test_scores_are_reasoning_gyms[intermediate_integration]",
     "tests/test_rg_scoring_expressions.py::test_scores_are_reasoning_gyms[polynomial_multiplication]",
@@ -121,6 +152,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         functions += [defs[-1].func for defs in info.name2fixturedefs.values() if defs]
         if any(_starts_a_server(f, verdicts) for f in functions if f is not None):
             item.add_marker(pytest.mark.live_server)
+    items.sort(key=_heaviest_first)
+
+
+LONG_MODULES = ("test_store_contract", "test_cli", "test_ops", "test_runs_api", "test_dead_letters")
+"""Modules of fast tests that take 10-35 s together (the store contract's TTLs wait in
+real time): handed out first among the fast ones."""
+
+
+def _heaviest_first(item: pytest.Item) -> int:
+    """The interop modules, then the slow ones, then the long ones, then the rest, each in
+    file order: with pytest-xdist handing out whole files in this order (``make test``),
+    the longest start first and the short ones fill in behind, so that no process ends
+    long after the others."""
+    module = item.path.stem
+    tiers = (INTEROP_MODULES, SLOW_MODULES, LONG_MODULES)
+    return next((rank for rank, tier in enumerate(tiers) if module in tier), len(tiers))
 
 
 def _starts_a_server(function: Callable[..., Any], verdicts: Verdicts) -> bool:
@@ -335,7 +382,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         "store_kind" in mark.args[0] for mark in metafunc.definition.iter_markers("parametrize")
     )  # a test that names its own stores runs on those
     if "store_kind" in metafunc.fixturenames and not chosen:
-        metafunc.parametrize("store_kind", getattr(metafunc.module, "STORE_KINDS", STORE_KINDS))
+        # A module's shared service is one per store: its tests are grouped by store.
+        shared = getattr(metafunc.module, "SHARED_SERVICE", False)
+        scope = "module" if shared or "shared_api" in metafunc.fixturenames else "function"
+        kinds = getattr(metafunc.module, "STORE_KINDS", STORE_KINDS)
+        metafunc.parametrize("store_kind", kinds, scope=scope)
 
 
 @pytest.fixture
@@ -373,6 +424,34 @@ def settings(store_kind: str, sqlite_url: str, request: pytest.FixtureRequest) -
     return Settings(redis_url=None, database_url=sqlite_url)
 
 
+@pytest.fixture(scope="module")
+def module_settings(
+    store_kind: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Settings]:
+    """Like ``settings``, for the one service a module's tests share (``shared_api``):
+    a migrated SQLite archive and a key prefix of the module's own."""
+    database = f"sqlite:///{tmp_path_factory.mktemp('shared')}/archive.db"
+    migrate(database)
+    if store_kind == "memory":
+        yield Settings(redis_url=None, database_url=database)
+        return
+    url = request.getfixturevalue("redis_cluster_url" if store_kind == "cluster" else "redis_url")
+    with redis_keys(url, request.config) as prefix:
+        yield Settings(redis_url=url, redis_prefix=prefix, database_url=database)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_api(module_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of one service on the parametrised store, shared by the tests of a module
+    that need no service of their own: starting one (its fork server above all, ~2 s of
+    CPU) for each test was most of what such tests cost. Each test still plays episodes
+    of its own. A module opts in with ``SHARED_SERVICE = True`` (its tests' ``api`` is
+    then this one), running its tests in the module's event loop, where the service runs
+    (``pytestmark = pytest.mark.asyncio(loop_scope="module")``)."""
+    async with asgi_client(create_app(module_settings)) as client:
+        yield client
+
+
 @pytest.fixture
 async def app(settings: Settings) -> AsyncIterator[ASGIApp]:
     """The service on the parametrised store, started and stopped around the test."""
@@ -381,8 +460,18 @@ async def app(settings: Settings) -> AsyncIterator[ASGIApp]:
 
 
 @pytest.fixture
-async def api(app: ASGIApp) -> AsyncIterator[httpx.AsyncClient]:
-    """An HTTP client for the service on the parametrised store."""
+def api(store_kind: str, request: pytest.FixtureRequest) -> httpx.AsyncClient:
+    """An HTTP client for the service on the parametrised store: the one the module's
+    tests share where it sets ``SHARED_SERVICE`` (``shared_api``), else one of the test's
+    own (``own_api``)."""
+    shared = getattr(request.module, "SHARED_SERVICE", False)
+    client: httpx.AsyncClient = request.getfixturevalue("shared_api" if shared else "own_api")
+    return client
+
+
+@pytest.fixture
+async def own_api(app: ASGIApp) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client for a service started for the test, on the parametrised store."""
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://wander.test") as client:
         yield client
@@ -416,9 +505,13 @@ def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example plugin package (tests/plugin) installed in a folder of its own, for
     service processes started with it on PYTHONPATH."""
     target = tmp_path_factory.mktemp("plugin-site")
+    # Built from a copy: setuptools builds in the source folder, where another test
+    # process (pytest-xdist's) may be building it at the same moment.
+    source = shutil.copytree(PLUGIN, tmp_path_factory.mktemp("plugin") / "source",
+                             ignore=shutil.ignore_patterns("build", "*.egg-info"))  # fmt: skip
     install = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
-         str(PLUGIN)],
+         str(source)],
         capture_output=True, text=True,
     )  # fmt: skip
     assert install.returncode == 0, install.stderr

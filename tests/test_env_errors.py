@@ -1,4 +1,4 @@
-"""A malformed answer is a wrong answer; an environment that raises is a 422 (issue #20).
+"""A malformed answer is a wrong answer; an environment that raises is a 422.
 
 reasoning-gym scorers raise on answers they cannot read (``int('nan')``, parentheses
 nested past the recursion limit): those score 0, with the exception's name in the
@@ -20,6 +20,10 @@ from wander.client import EnvironmentFailed, WanderClient
 from wander.service.envs import Registry
 from wander.testing import ServiceProcess
 
+SHARED_SERVICE = True
+IN_THE_SHARED_LOOP = pytest.mark.asyncio(loop_scope="module")
+"""The loop the module's shared service runs in (its sync tests need none)."""
+
 MALFORMED = [
     ("prime_factorization", "nan", "ValueError"),
     ("propositional_logic", "(" * 3000 + "P" + ")" * 3000, "RecursionError"),
@@ -27,6 +31,7 @@ MALFORMED = [
 ]
 
 
+@IN_THE_SHARED_LOOP
 @pytest.mark.parametrize(("dataset", "answer", "raised"), MALFORMED, ids=[m[0] for m in MALFORMED])
 async def test_an_answer_its_scorer_cannot_read_scores_zero(
     api: httpx.AsyncClient, dataset: str, answer: str, raised: str
@@ -41,6 +46,7 @@ async def test_an_answer_its_scorer_cannot_read_scores_zero(
     assert score["metrics"]["scorer_error"] == raised
 
 
+@IN_THE_SHARED_LOOP
 async def test_the_right_answer_still_scores_1(api: httpx.AsyncClient) -> None:
     env = Registry.from_entry_points()["rg/prime_factorization"]
     answer = env.entry(env.Config(), "train", 0)["answer"]

@@ -14,6 +14,10 @@ from wander.service.envs.seeding import example_seed
 from wander.service.envs.sql.database import run_query
 from wander.service.envs.sql.questions import pick
 
+SHARED_SERVICE = True
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
 BUILT_IN = ["tictactoe", "reverse_text", "double_check", "sql"]
 RG = ["rg/basic_arithmetic", "rg/chain_sum", "rg/word_sorting", "rg/letter_counting",
       "rg/spell_backward", "rg/base_conversion"]  # fmt: skip

@@ -22,6 +22,9 @@ from tests.helpers import error_of
 from wander.service.archive.migrations import upgrade
 from wander.testing import ServiceProcess
 
+SHARED_SERVICE = True
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
 TICTACTOE = "/openenv/tictactoe"
 CONFIG = {"min_random_move_prob": 0.5, "max_random_move_prob": 0.5}
 

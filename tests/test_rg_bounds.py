@@ -1,4 +1,4 @@
-"""reasoning-gym options are bounded by each dataset's safe ranges (issue #20).
+"""reasoning-gym options are bounded by each dataset's safe ranges.
 
 Options pass through to a dataset's generator, whose cost grows with them: before the
 bounds, ``max_n=10**6`` or ``train_size=10**7`` froze the service or gave a 500. Each
@@ -24,6 +24,9 @@ from tests.helpers import error_of, fork_servers
 from wander.service.archive.migrations import upgrade
 from wander.service.envs.rg_bounds import HEADROOM
 from wander.testing import ServiceProcess, light_client, oversized_rg_configs
+
+SHARED_SERVICE = True
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 DEADLINE = 2.0
 REFUSED = {"validation_error", "env_timeout", "env_failed", "env_error"}

@@ -1,4 +1,4 @@
-"""What is scored is bounded (issue #20): answers that took seconds to score are cheap.
+"""What is scored is bounded: answers that took seconds to score are cheap.
 
 double_check with ``<answer>`` x 8000 took 2.5 s and reverse_text with
 ``<reversed_text>`` x 4000 2.1 s (regular expressions backtracking from every opening
@@ -20,6 +20,10 @@ import pytest
 from tests.helpers import create, error_of, step
 from wander.service.envs.reverse_text.env import SCORED_LENGTH, ReverseText, lcs_ratio
 
+SHARED_SERVICE = True
+IN_THE_SHARED_LOOP = pytest.mark.asyncio(loop_scope="module")
+"""The loop the module's shared service runs in (its sync tests need none)."""
+
 
 async def timed_step(api: httpx.AsyncClient, env: str, content: str) -> httpx.Response:
     [episode] = await create(api, env=env, example=0)
@@ -30,12 +34,14 @@ async def timed_step(api: httpx.AsyncClient, env: str, content: str) -> httpx.Re
     return response
 
 
+@IN_THE_SHARED_LOOP
 async def test_double_check_with_8000_opening_tags(api: httpx.AsyncClient) -> None:
     response = await timed_step(api, "double_check", "<answer>" * 8000)
     assert response.json()["info"]["answers"] == [None]
     assert response.json()["done"] is False  # "Are you sure?" comes next, as for any answer
 
 
+@IN_THE_SHARED_LOOP
 async def test_reverse_text_with_4000_opening_tags(api: httpx.AsyncClient) -> None:
     response = await timed_step(api, "reverse_text", "<reversed_text>" * 4000)
     [episode_id] = [response.json()["episode_id"]]
@@ -43,6 +49,7 @@ async def test_reverse_text_with_4000_opening_tags(api: httpx.AsyncClient) -> No
     assert score["components"] == {"lcs": 0.0, "format": 0.0}
 
 
+@IN_THE_SHARED_LOOP
 @pytest.mark.parametrize("where", ["first", "last"])
 async def test_reverse_text_scores_the_beginning_of_a_64_kb_answer(
     api: httpx.AsyncClient, where: str
@@ -71,6 +78,7 @@ def test_lcs_ratio_is_difflibs_up_to_twice_the_text() -> None:
         assert lcs_ratio(answer, target) == expected, (answer, target)
 
 
+@IN_THE_SHARED_LOOP
 async def test_an_environment_may_take_smaller_actions_than_the_service(
     api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

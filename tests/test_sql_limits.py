@@ -1,4 +1,4 @@
-"""The sql environment's limits hold for a whole step (issue #20): one time budget for
+"""The sql environment's limits hold for a whole step: one time budget for
 all of a step's tool calls, at most 8 calls run, replies bounded in bytes, query text
 bounded, and only allow-listed SQL functions. Everything over a limit is an ``Error:``
 tool reply to the model, never an ``env_timeout``: the attacks that used to run for
@@ -17,6 +17,10 @@ from wander.sdk import TurnRandom
 from wander.service.envs.sql import Sql, SqlConfig
 from wander.service.envs.sql.budget import MAX_CALLS, REPLY_BYTES, STEP_REPLY_BYTES
 from wander.service.envs.sql.database import MAX_QUERY_CHARS, database_bytes
+
+SHARED_SERVICE = True
+IN_THE_SHARED_LOOP = pytest.mark.asyncio(loop_scope="module")
+"""The loop the module's shared service runs in (its sync tests need none)."""
 
 ENV, CONFIG, SEED = Sql(), SqlConfig(), 1234
 ENDLESS = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
@@ -48,6 +52,7 @@ async def sql_step(api: httpx.AsyncClient, *calls: dict[str, Any]) -> list[str]:
 # time
 
 
+@IN_THE_SHARED_LOOP
 async def test_the_tool_calls_of_a_step_share_one_time_budget(api: httpx.AsyncClient) -> None:
     """Used to be 1 s per query: ten slow calls, a 10 s step (70.6 s measured)."""
     calls = [tool_call("list_tables", "t")]
@@ -59,6 +64,7 @@ async def test_the_tool_calls_of_a_step_share_one_time_budget(api: httpx.AsyncCl
     assert replies[3:] == ["Error: not run: the tool calls of this step used up their 2 s"] * 2
 
 
+@IN_THE_SHARED_LOOP
 async def test_the_randomblob_attack_is_refused_within_the_budget(api: httpx.AsyncClient) -> None:
     """2,300 ``length(randomblob(999999))`` in one 62 KB query used to run 9.8 s; SQLite
     cannot interrupt them (``functions.py``), so the query is refused before it runs."""
@@ -80,6 +86,7 @@ async def test_the_randomblob_attack_is_refused_within_the_budget(api: httpx.Asy
     )
 
 
+@IN_THE_SHARED_LOOP
 async def test_the_slowest_rows_allowed_still_end_within_the_budget(
     api: httpx.AsyncClient,
 ) -> None:

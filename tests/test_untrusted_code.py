@@ -18,6 +18,9 @@ import pytest
 from tests.helpers import create
 from tests.test_no_evaluation import EVALUATING_DATASETS
 
+SHARED_SERVICE = True
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
 STORE_KINDS = ("memory",)
 """What an answer does is the worker's business: one store is enough."""
 FORGE = (

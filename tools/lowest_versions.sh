@@ -22,5 +22,4 @@ fi
 # Editable in strict mode, as `make` installs it (the tests read the package as installed).
 "$BIN/uv" pip install --quiet --python "$BIN/python" --resolution lowest-direct \
   -c constraints.txt -e '.[dev]' --config-settings editable_mode=strict
-"$BIN/python" -m pytest -m "not slow and not live_server and not interop and not browser" \
-  "${@:2}"
+"$BIN/python" -m pytest --fast "${@:2}"
