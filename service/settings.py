@@ -36,8 +36,10 @@ class Settings(BaseSettings):
         64, ge=1, description="Redis connections per process; more requests wait for one."
     )
     redis_prefix: str = Field("wander:", description="Prefix of every Redis key written.")
-    episode_ttl_seconds: int = Field(
-        3600, ge=1, description="An episode untouched this long is forgotten."
+    episode_ttl_seconds: float = Field(
+        3600,
+        ge=0.001,
+        description="An episode untouched this long is forgotten (seconds, to the millisecond).",
     )
     max_body_bytes: int = Field(
         16 * 2**20, ge=1, description="Largest request body, refused unread (413 above)."

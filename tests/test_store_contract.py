@@ -21,11 +21,15 @@ from wander.service.store.redis import RedisStore
 from wander.testing import free_port
 
 STORE_KINDS = ["memory", "redis", "cluster"]
+TTL = 1.0
+"""Seconds: the idle TTL of the contract's tests; a sleep of ``WAIT`` stays within it
+(by 0.4 s, for a busy machine), and two pass it."""
+WAIT = 0.6
 
 
 @pytest.fixture
 async def store(settings: Settings) -> AsyncIterator[EpisodeStore]:
-    store = open_store(settings.model_copy(update={"episode_ttl_seconds": 2}))
+    store = open_store(settings.model_copy(update={"episode_ttl_seconds": TTL}))
     yield store
     await store.aclose()
 
@@ -58,11 +62,23 @@ async def test_concurrent_writers_of_one_version_exactly_one_wins(store: Episode
 
 async def test_idle_episodes_expire_and_use_refreshes_them(store: EpisodeStore) -> None:
     await store.add({"idle": b"x", "used": b"y"}, "tictactoe")
-    await asyncio.sleep(1.2)
+    await asyncio.sleep(WAIT)
     assert await store.load("used") is not None  # refreshes its TTL
-    await asyncio.sleep(1.2)
+    await asyncio.sleep(WAIT)
     assert await store.load("used") is not None
     assert await store.load("idle") is None
+
+
+async def test_a_ttl_below_a_second_is_kept_to_the_millisecond(settings: Settings) -> None:
+    store = open_store(settings.model_copy(update={"episode_ttl_seconds": 0.3}))
+    try:
+        await store.add({"a": b"1", "b": b"2"}, "tictactoe")
+        assert await store.live() == {"tictactoe": 2}
+        await asyncio.sleep(0.4)
+        assert await store.load("a") is None
+        assert await store.live() == {"tictactoe": 0}
+    finally:
+        await store.aclose()
 
 
 async def test_live_episodes_count_until_they_finish_or_expire(store: EpisodeStore) -> None:
@@ -72,11 +88,11 @@ async def test_live_episodes_count_until_they_finish_or_expire(store: EpisodeSto
     assert await store.replace("a", 1, b"done", archive=b"record")  # finished
     assert await store.replace("b", 1, b"going on")  # no record: still live
     assert await store.live() == {"tictactoe": 1, "other": 1}
-    await asyncio.sleep(1.2)
+    await asyncio.sleep(WAIT)
     assert await store.load("b") is not None  # refreshes its TTL, not "c"'s
-    await asyncio.sleep(1.2)
+    await asyncio.sleep(WAIT)
     assert await store.live() == {"tictactoe": 1, "other": 0}
-    await asyncio.sleep(1.2)
+    await asyncio.sleep(WAIT)
     assert await store.live() == {"tictactoe": 0, "other": 0}
 
 
@@ -115,7 +131,7 @@ async def test_a_record_with_log_is_queued_around_the_log_it_leaves(store: Episo
 async def test_reads_and_writes_keep_the_log_as_long_as_the_document(store: EpisodeStore) -> None:
     await store.add({"idle": b"x", "read": b"y", "written": b"z"}, "tictactoe", log=[b"0"])
     for version in (1, 2):
-        await asyncio.sleep(1.2)  # past the first TTL (2 s) at the second round
+        await asyncio.sleep(WAIT)  # past the first TTL at the second round
         assert await store.load("read") is not None
         assert await store.replace("written", version, b"z", append=[b"+"])
     assert await store.load("read", log=True) == Versioned(b"y", 1, [b"0"])
@@ -126,14 +142,14 @@ async def test_reads_and_writes_keep_the_log_as_long_as_the_document(store: Epis
 async def test_redis_forgets_an_episode_and_its_log_together(
     redis_url: str, redis_prefix: str
 ) -> None:
-    store = RedisStore.from_url(redis_url, 1, redis_prefix)
+    store = RedisStore.from_url(redis_url, 0.25, redis_prefix)  # to the millisecond
     client = redis.Redis.from_url(redis_url)
     keys = (store.key("a"), store.log_key("a"))
     await store.add({"a": b"v1"}, "tictactoe", log=[b"0"])
     assert await store.replace("a", 1, b"v2", append=[b"1"])
     assert client.exists(*keys) == 2
-    assert all(0 < client.pttl(key) <= 1000 for key in keys)
-    await asyncio.sleep(1.1)
+    assert all(0 < client.pttl(key) <= 250 for key in keys)
+    await asyncio.sleep(0.3)
     assert client.exists(*keys) == 0
     await store.aclose()
 
@@ -200,13 +216,13 @@ async def test_finishing_an_episode_gives_its_quota_back(store: EpisodeStore) ->
 
 async def test_expired_episodes_give_their_quota_back(store: EpisodeStore) -> None:
     await store.add(episodes("idle", "used"), "tictactoe", tenant="t", metadata_bytes=7)
-    await asyncio.sleep(1.2)
+    await asyncio.sleep(WAIT)
     assert await store.load("used") is not None  # refreshes its TTL, not "idle"'s
-    await asyncio.sleep(1.2)
+    await asyncio.sleep(WAIT)
     # No usage read first: the add itself counts "idle" out before deciding.
     await store.add(episodes("new"), "tictactoe", tenant="t", metadata_bytes=7, max_live=2)
     assert await store.tenant_usage("t") == Usage(2, 14)
-    await asyncio.sleep(2.4)
+    await asyncio.sleep(2 * WAIT)
     assert await store.tenant_usage("t") == Usage(0, 0)
     assert await store.live() == {"tictactoe": 0}
 

@@ -105,7 +105,7 @@ class EpisodeStore(ABC):
     durable: bool
     """Whether episodes and the archive backlog outlive this process."""
 
-    def __init__(self, ttl_seconds: int) -> None:
+    def __init__(self, ttl_seconds: float) -> None:
         self.ttl_seconds = ttl_seconds
 
     def new_ids(self, n: int) -> list[str]:

@@ -52,7 +52,7 @@ class _Episodes(TTLCache[str, _Stored]):
     """Episodes with idle expiry, naming each expired one to ``on_expired``: every
     expired item leaves through ``expire``, which each write calls, and ``live`` too."""
 
-    def __init__(self, ttl_seconds: int, on_expired: Callable[[str], object]) -> None:
+    def __init__(self, ttl_seconds: float, on_expired: Callable[[str], object]) -> None:
         super().__init__(maxsize=math.inf, ttl=ttl_seconds, timer=time.monotonic)
         self._on_expired = on_expired
 
@@ -76,7 +76,7 @@ class MemoryStore(EpisodeStore):
 
     durable = False
 
-    def __init__(self, ttl_seconds: int) -> None:
+    def __init__(self, ttl_seconds: float) -> None:
         super().__init__(ttl_seconds)
         self._live: dict[str, _Live] = {}
         self._live_count: Counter[str] = Counter()

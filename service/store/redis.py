@@ -147,7 +147,7 @@ class RedisStore(EpisodeStore):
     def __init__(
         self,
         client: Any,
-        ttl_seconds: int,
+        ttl_seconds: float,
         prefix: str = "wander:",
         claim_after_seconds: float = 60.0,
         *,
@@ -158,6 +158,8 @@ class RedisStore(EpisodeStore):
         ``partitions`` (``service.store.partitions``). ``max_concurrent_calls`` bounds the
         calls in flight, for a client that refuses more rather than wait (a cluster's)."""
         super().__init__(ttl_seconds)
+        self._ttl_ms = max(1, round(ttl_seconds * 1000))
+        """What the scripts are given: keys expire in milliseconds (``PEXPIRE``)."""
         self._redis = client
         self._layout = Layout(prefix, partitions)
         self._consumer = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
@@ -187,7 +189,7 @@ class RedisStore(EpisodeStore):
     def from_url(
         cls,
         url: str,
-        ttl_seconds: int,
+        ttl_seconds: float,
         prefix: str = "wander:",
         claim_after_seconds: float = 60.0,
         max_connections: int = 64,
@@ -346,7 +348,7 @@ class RedisStore(EpisodeStore):
         )
 
     async def _add_in(self, partition: Partition, episodes: list[_NewEpisode]) -> list[Any]:
-        args: list[Any] = [self.ttl_seconds, LIVE_CHECKS]
+        args: list[Any] = [self._ttl_ms, LIVE_CHECKS]
         sizes: list[int] = []
         for group, members in itertools.groupby(episodes, key=attrgetter("group")):
             documents = [episode.data for episode in members]
@@ -390,7 +392,7 @@ class RedisStore(EpisodeStore):
         keys: list[str] = []
         for load in loads:
             keys += (partition.key(load.episode_id), partition.log_key(load.episode_id))
-        args = [self.ttl_seconds, *("1" if load.log else "" for load in loads)]
+        args = [self._ttl_ms, *("1" if load.log else "" for load in loads)]
         reply = await self._call(self._load_script, keys, args)
         return list(zip(reply[::3], reply[1::3], reply[2::3], strict=True))
 
@@ -400,7 +402,7 @@ class RedisStore(EpisodeStore):
         )
 
     async def _replace_in(self, partition: Partition, writes: list[Write]) -> list[bool]:
-        args: list[Any] = [self.ttl_seconds]
+        args: list[Any] = [self._ttl_ms]
         keys = [partition.stream, *partition.live_keys]
         for write in writes:
             args += (write.version, write.data, *_archive_args(write.archive))

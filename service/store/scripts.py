@@ -48,7 +48,7 @@ local function count_out(limit)
     if left == -2 then
       not_live(key)
     else
-      redis.call('ZADD', KEYS[LIVE], 'XX', now + math.max(left, 1000), key)
+      redis.call('ZADD', KEYS[LIVE], 'XX', now + math.max(left, 1), key)
     end
   end
   return #due
@@ -113,13 +113,13 @@ while a <= #ARGV do
     for i = 0, n - 1 do
       local key, log = KEYS[k + 2 * i], KEYS[k + 2 * i + 1]
       redis.call('HSET', key, 'v', 1, 'd', ARGV[a + i])
-      redis.call('EXPIRE', key, ttl)
+      redis.call('PEXPIRE', key, ttl)
       redis.call('DEL', log)
       if entries > 0 then
         push(log, a + n, a + n + entries - 1)
-        redis.call('EXPIRE', log, ttl)
+        redis.call('PEXPIRE', log, ttl)
       end
-      if redis.call('ZADD', KEYS[LIVE], 'NX', now + ttl * 1000, key) == 1 then
+      if redis.call('ZADD', KEYS[LIVE], 'NX', now + ttl, key) == 1 then
         redis.call('HSET', KEYS[LIVE + 1], key, entry)
         added = added + 1
       end
@@ -139,7 +139,7 @@ return replies
 """,
 )
 """New episodes, in groups added all or none: ``KEYS`` the live index's five keys, then
-(document, log) per episode; ``ARGV`` the TTL, how many expired episodes to look at, then
+(document, log) per episode; ``ARGV`` the TTL (ms), how many expired episodes to look at, then
 per group its size, environment, tenant ('' for none), metadata bytes per episode, limits
 on the tenant's live episodes and bytes ('' for none), what the tenant holds in the other
 partitions (live episodes, bytes: ``service.store.partitions``) and how many entries each
@@ -157,15 +157,15 @@ for i = 1, #KEYS / 2 do
   local item = redis.call('HMGET', key, 'v', 'd')
   local entries = false
   if item[1] then
-    redis.call('EXPIRE', key, ttl)
-    redis.call('EXPIRE', log, ttl)
+    redis.call('PEXPIRE', key, ttl)
+    redis.call('PEXPIRE', log, ttl)
     if ARGV[i + 1] == '1' then entries = redis.call('LRANGE', log, 0, -1) end
   end
   found[3 * i - 2], found[3 * i - 1], found[3 * i] = item[1], item[2], entries
 end
 return found
 """
-"""Loads: ``KEYS`` (document, log) per episode; ``ARGV`` the TTL, then per episode '1' to
+"""Loads: ``KEYS`` (document, log) per episode; ``ARGV`` the TTL (ms), then per episode '1' to
 read its log too, else ''. A flat reply of (version, document, log entries) triples, nil
 for a gone episode and for a log not asked for. The TTL of both keys is refreshed."""
 
@@ -186,9 +186,9 @@ for i = 7, #KEYS, 2 do
   local stored = redis.call('HGET', key, 'v')
   if stored and tonumber(stored) == tonumber(version) then
     redis.call('HSET', key, 'v', tonumber(stored) + 1, 'd', data)
-    redis.call('EXPIRE', key, ttl)
+    redis.call('PEXPIRE', key, ttl)
     if entries > 0 then push(log, first, first + entries - 1) end
-    redis.call('EXPIRE', log, ttl)
+    redis.call('PEXPIRE', log, ttl)
     if kind ~= '' then
       local record = before
       if kind == 'log' then
@@ -207,7 +207,7 @@ return written
 """,
 )
 """Compare-and-sets: ``KEYS`` = the archive stream, the live index's five keys, then
-(document, log) per episode; ``ARGV`` = the TTL, then per episode its version, document,
+(document, log) per episode; ``ARGV`` = the TTL (ms), then per episode its version, document,
 archive record ('' for none, 'record' for one as it is, 'log' for one around the log:
 ``base.RecordWithLog``), the record's two parts (the second '' for a record as it is), how
 many entries to append, and those entries. A reply of 1 (written) or 0 per episode; the
