@@ -11,6 +11,7 @@ the ``rg`` extra.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -68,6 +69,12 @@ def _dataset(name: str, seed: int, size: int, options: str) -> Any:
     return reasoning_gym.create_dataset(name, seed=seed, size=size, **json.loads(options))
 
 
+@lru_cache(maxsize=1024)
+def _item(name: str, seed: int, size: int, options: str, index: int) -> dict[str, Any]:
+    item: dict[str, Any] = _dataset(name, seed, size, options)[index]
+    return item
+
+
 class ReasoningGymEnv(Environment[RGConfig]):
     """One reasoning-gym dataset (``environments()`` makes one per dataset)."""
 
@@ -90,17 +97,21 @@ class ReasoningGymEnv(Environment[RGConfig]):
     def generator(self, config: RGConfig, split: str) -> Any:
         """The reasoning-gym dataset behind ``split`` (its own code, which may run
         programs of its own making: ``codeio``)."""
-        size = config.split_size(split)
-        seed = stable_hash("rg", self.dataset, split, config.seed) % 2**32  # some need 32 bits
         with own_code():
-            return _dataset(self.dataset, seed, size, canonical_json(config.options).decode())
+            return _dataset(*self._split_key(config, split))
 
     def entry(self, config: RGConfig, split: str, index: int) -> dict[str, Any]:
-        """The dataset's item: ``{"question", "answer", "metadata"}``."""
-        generator = self.generator(config, split)
+        """The dataset's item: ``{"question", "answer", "metadata"}``, made once per
+        process (a score makes it again, and some take seconds: ``futoshiki``); a copy,
+        which the caller may change."""
         with own_code():
-            item: dict[str, Any] = generator[index]
-        return item
+            item: dict[str, Any] = _item(*self._split_key(config, split), index)
+        return copy.deepcopy(item)
+
+    def _split_key(self, config: RGConfig, split: str) -> tuple[str, int, int, str]:
+        """What makes the dataset of ``split``: name, seed, size and options."""
+        seed = stable_hash("rg", self.dataset, split, config.seed) % 2**32  # some need 32 bits
+        return self.dataset, seed, config.split_size(split), canonical_json(config.options).decode()
 
     def reset(self, config: RGConfig, example: dict[str, Any], seed: int) -> Reset:
         question = self.entry(config, example["split"], example["index"])["question"]
