@@ -447,7 +447,7 @@ async def shared_api(module_settings: Settings) -> AsyncIterator[httpx.AsyncClie
     CPU) for each test was most of what such tests cost. Each test still plays episodes
     of its own. A module opts in with ``SHARED_SERVICE = True`` (its tests' ``api`` is
     then this one), running its tests in the module's event loop, where the service runs
-    (``pytestmark = pytest.mark.asyncio(loop_scope="module")``)."""
+    (``pytestmark = IN_THE_SHARED_LOOP``, tests/helpers.py)."""
     async with asgi_client(create_app(module_settings)) as client:
         yield client
 

@@ -28,6 +28,9 @@ from wander.service.settings import Settings
 from wander.testing import ServiceProcess, running_processes
 
 FORK_SERVER = "wander.service.sandbox.forkserver"
+IN_THE_SHARED_LOOP = pytest.mark.asyncio(loop_scope="module")
+"""The event loop a module's shared service runs in (conftest's ``shared_api``): the mark
+of a test that uses it, or the ``pytestmark`` of a module whose tests all do."""
 LIGHT_P99_BOUND = 0.5
 """Seconds: the p99 a light client must keep during an attack; generous for a shared
 2-core machine (the tests print what they measure)."""

@@ -15,14 +15,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers import create, error_of, plugin_service, step
+from tests.helpers import IN_THE_SHARED_LOOP, create, error_of, plugin_service, step
 from wander.client import EnvironmentFailed, WanderClient
 from wander.service.envs import Registry
 from wander.testing import ServiceProcess
 
 SHARED_SERVICE = True
-IN_THE_SHARED_LOOP = pytest.mark.asyncio(loop_scope="module")
-"""The loop the module's shared service runs in (its sync tests need none)."""
 
 MALFORMED = [
     ("prime_factorization", "nan", "ValueError"),

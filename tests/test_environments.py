@@ -8,14 +8,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import create, error_of, step, tool_call, tools
+from tests.helpers import IN_THE_SHARED_LOOP, create, error_of, step, tool_call, tools
 from wander.service.envs.double_check.env import DoubleCheck, DoubleCheckConfig
 from wander.service.envs.seeding import example_seed
 from wander.service.envs.sql.database import run_query
 from wander.service.envs.sql.questions import pick
 
 SHARED_SERVICE = True
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = IN_THE_SHARED_LOOP
 
 
 BUILT_IN = ["tictactoe", "reverse_text", "double_check", "sql"]

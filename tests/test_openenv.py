@@ -18,12 +18,12 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 
 from tests.agents import answer
-from tests.helpers import error_of
+from tests.helpers import IN_THE_SHARED_LOOP, error_of
 from wander.service.archive.migrations import upgrade
 from wander.testing import ServiceProcess
 
 SHARED_SERVICE = True
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = IN_THE_SHARED_LOOP
 
 TICTACTOE = "/openenv/tictactoe"
 CONFIG = {"min_random_move_prob": 0.5, "max_random_move_prob": 0.5}

@@ -20,13 +20,13 @@ import httpx
 import pytest
 from reasoning_gym.factory import CURRICULA, DATASETS
 
-from tests.helpers import error_of, fork_servers
+from tests.helpers import IN_THE_SHARED_LOOP, error_of, fork_servers
 from wander.service.archive.migrations import upgrade
 from wander.service.envs.rg_bounds import HEADROOM
 from wander.testing import ServiceProcess, light_client, oversized_rg_configs
 
 SHARED_SERVICE = True
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = IN_THE_SHARED_LOOP
 
 DEADLINE = 2.0
 REFUSED = {"validation_error", "env_timeout", "env_failed", "env_error"}

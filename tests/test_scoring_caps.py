@@ -17,12 +17,10 @@ from difflib import SequenceMatcher
 import httpx
 import pytest
 
-from tests.helpers import create, error_of, step
+from tests.helpers import IN_THE_SHARED_LOOP, create, error_of, step
 from wander.service.envs.reverse_text.env import SCORED_LENGTH, ReverseText, lcs_ratio
 
 SHARED_SERVICE = True
-IN_THE_SHARED_LOOP = pytest.mark.asyncio(loop_scope="module")
-"""The loop the module's shared service runs in (its sync tests need none)."""
 
 
 async def timed_step(api: httpx.AsyncClient, env: str, content: str) -> httpx.Response:

@@ -12,15 +12,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import create, step, tool_call, tools
+from tests.helpers import IN_THE_SHARED_LOOP, create, step, tool_call, tools
 from wander.sdk import TurnRandom
 from wander.service.envs.sql import Sql, SqlConfig
 from wander.service.envs.sql.budget import MAX_CALLS, REPLY_BYTES, STEP_REPLY_BYTES
 from wander.service.envs.sql.database import MAX_QUERY_CHARS, database_bytes
 
 SHARED_SERVICE = True
-IN_THE_SHARED_LOOP = pytest.mark.asyncio(loop_scope="module")
-"""The loop the module's shared service runs in (its sync tests need none)."""
 
 ENV, CONFIG, SEED = Sql(), SqlConfig(), 1234
 ENDLESS = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"

@@ -15,11 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers import create
+from tests.helpers import IN_THE_SHARED_LOOP, create
 from tests.test_no_evaluation import EVALUATING_DATASETS
 
 SHARED_SERVICE = True
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = IN_THE_SHARED_LOOP
 
 STORE_KINDS = ("memory",)
 """What an answer does is the worker's business: one store is enough."""
