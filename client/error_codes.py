@@ -54,6 +54,9 @@ class ErrorCode(StrEnum):
     ENV_TIMEOUT = "env_timeout", 422, False, "the environment's call ran past its deadline"
     ENV_FAILED = "env_failed", 422, False, "the environment's worker died during the call"
     ENV_ERROR = "env_error", 422, False, "the environment raised during the call"
+    ENV_NONDETERMINISTIC = (
+        "env_nondeterministic", 422, False, "a replayed episode gave other observations"
+    )  # fmt: skip
     RATE_LIMITED = "rate_limited", 429, True, "the key's rate is spent; see Retry-After"
     QUOTA_EXCEEDED = "quota_exceeded", 429, False, "the request would pass a quota of the key"
     HEADERS_TOO_LARGE = "headers_too_large", 431, False, "the request's headers over the limit"

@@ -120,6 +120,12 @@ class EnvironmentFailed(InvalidRequest):
     applied, and the same action would fail the same way."""
 
 
+class EnvironmentNondeterministic(EnvironmentFailed):
+    """422 ``env_nondeterministic``: a hosted environment (OpenEnv's, Verifiers') replayed
+    from its recorded actions gave another observation than the one recorded, at turn
+    ``details["turn"]``; the episode cannot go on."""
+
+
 class RateLimited(WanderAPIError):
     """429 ``rate_limited``: the key sent requests faster than its rate allows. The client
     waits the ``Retry-After`` the service gives and tries again; this is raised once the
@@ -170,6 +176,7 @@ ERRORS_BY_CODE: dict[ErrorCode, type[WanderAPIError]] = {
     ErrorCode.ENV_TIMEOUT: EnvironmentFailed,
     ErrorCode.ENV_FAILED: EnvironmentFailed,
     ErrorCode.ENV_ERROR: EnvironmentFailed,
+    ErrorCode.ENV_NONDETERMINISTIC: EnvironmentNondeterministic,
     ErrorCode.RATE_LIMITED: RateLimited,
     ErrorCode.QUOTA_EXCEEDED: QuotaExceeded,
     ErrorCode.HEADERS_TOO_LARGE: PayloadTooLarge,

@@ -8,6 +8,7 @@ client sends (422 with the field errors). The engine asks the catalog; the
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from importlib.metadata import entry_points
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 
 from wander.client.models import EnvInfo, RewardComponent, UnavailableEnvironments
 from wander.service.envs import ENTRY_POINT_GROUP, Registry
+from wander.service.envs.hosted import HOSTED_VARIABLES
 from wander.service.envs.sdk import EnvConfig, Environment
 from wander.service.errors import EnvNotFound, InvalidInput
 
@@ -108,6 +110,8 @@ class _Source(NamedTuple):
     blocked: frozenset[str]
     """Modules set to None in ``sys.modules``, whose import fails: an environment that
     imports one is unavailable (how a package is made missing without uninstalling it)."""
+    hosted: tuple[str | None, ...]
+    """The settings naming hosted environments (``envs.hosted.HOSTED_VARIABLES``)."""
 
 
 _INSTALLED: dict[_Source, _Installed] = {}
@@ -122,7 +126,8 @@ def _source() -> _Source:
         for entry in entry_points(group=ENTRY_POINT_GROUP)
     )
     blocked = frozenset(name for name, module in sys.modules.copy().items() if module is None)
-    return _Source(tuple(sorted(entries)), blocked)
+    hosted = tuple(os.environ.get(name) for name in HOSTED_VARIABLES)
+    return _Source(tuple(sorted(entries)), blocked, hosted)
 
 
 def env_info(env: Environment[Any]) -> EnvInfo:

@@ -149,3 +149,11 @@ class EnvError(EnvCallFailed):
     message names the exception's class only: its text may quote the hidden answer."""
 
     code = ErrorCode.ENV_ERROR
+
+
+class EnvNondeterministic(EnvCallFailed):
+    """Replaying a hosted environment's episode (another framework's environment, rebuilt
+    from its recorded actions) gave another observation than the one recorded at turn
+    ``details["turn"]``: the episode cannot go on, whichever replica steps it."""
+
+    code = ErrorCode.ENV_NONDETERMINISTIC

@@ -7,6 +7,7 @@ from typing import Literal, Self
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from wander.service.envs.hosted.openenv import parse_specs
 from wander.service.redis_url import parse_redis_url
 
 
@@ -177,6 +178,13 @@ class Settings(BaseSettings):
         "whether they are (6-8 µs of the ~85 µs that the HTTP layer costs a step).",
     )
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+    openenv: str = Field(
+        "",
+        description="OpenEnv environments to serve, `name=module:Class,...`: each class (an "
+        "OpenEnv `Environment` subclass, importable here) is served as `openenv/<name>` "
+        '(docs/environments.md, "Hosting OpenEnv environments"). Read from the '
+        "environment where environments load, so set it there (`wander serve --openenv`).",
+    )
 
     @field_validator("redis_url")
     @classmethod
@@ -184,6 +192,13 @@ class Settings(BaseSettings):
         """A URL the store cannot use stops the service at start, saying why."""
         if value:
             parse_redis_url(value)
+        return value
+
+    @field_validator("openenv")
+    @classmethod
+    def _openenv_names_classes(cls, value: str) -> str:
+        """A list that does not parse stops the service at start, naming the bad item."""
+        parse_specs(value)
         return value
 
     @field_validator("env_uids")

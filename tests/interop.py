@@ -35,7 +35,7 @@ CONSTRAINTS = ROOT / "constraints.txt"
 
 
 VENVS: dict[str, tuple[list[str], list[str] | None]] = {
-    "openenv010": (["openenv==0.10.*"], None),
+    "openenv010": (["openenv==0.10.*"], ["service", "openenv"]),  # also hosts (WANDER_OPENENV)
     "openenv041": (["openenv==0.4.1"], None),  # the client Verifiers 0.4's OpenEnvTaskset runs
     "verifiers": (["uv==0.13.9"], ["verifiers"]),  # uv: the null harness runs `uv run --script`
 }

@@ -123,6 +123,27 @@ def drop(first: str, second: str) -> dict[str, Any]:
     return {"reference": reference, "episode_id": episode_id, "steps": steps}
 
 
+def guess(base: str, reset: dict[str, Any], wrapped: bool) -> dict[str, Any]:
+    """tests/openenv_envs.py's GuessNumber by halving, on OpenEnv's own server of it
+    (``wrapped`` False: actions are GuessAction's fields) or hosted by Wander (True: the
+    action is an assistant message whose content is that JSON)."""
+    low, high, guesses, rewards = 1, 100, [], []
+    with GenericEnvClient(base_url=base).sync() as env:
+        result = env.reset(**reset)
+        while not result.done:
+            number = (low + high) // 2
+            action = {"guess": number}
+            result = env.step({"content": json.dumps(action)} if wrapped else action)
+            observed = result.observation
+            if wrapped:
+                observed = json.loads(observed["messages"][-1]["content"])
+            hint = observed["hint"]
+            low, high = (number + 1, high) if "higher" in hint else (low, number - 1)
+            guesses.append(number)
+            rewards.append(result.reward)
+    return {"guesses": guesses, "rewards": rewards, "metadata": result.metadata}
+
+
 def validate(base: str) -> dict[str, Any]:
     """OpenEnv 0.10's own runtime check of a server (``openenv validate --url``)."""
     from openenv.cli._validation import (  # pyright: ignore[reportMissingImports]
@@ -133,7 +154,7 @@ def validate(base: str) -> dict[str, Any]:
 
 
 TASKS = {"games": games, "reverse_text": reverse_text, "sql": sql, "drop": drop,
-         "validate": validate}  # fmt: skip
+         "validate": validate, "guess": guess}  # fmt: skip
 
 
 def main() -> None:

@@ -32,6 +32,16 @@ def serve(
             show_default=False,
         ),
     ] = True,
+    openenv: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--openenv",
+            metavar="NAME=MODULE:CLASS",
+            help="Serve an OpenEnv Environment class as openenv/NAME (repeatable; "
+            "default: WANDER_OPENENV).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the HTTP service (settings from WANDER_* environment variables).
 
@@ -40,6 +50,8 @@ def serve(
     """
     if not console:
         os.environ["WANDER_CONSOLE"] = "false"  # read by each worker's create_app
+    if openenv:  # read where environments load: each worker, and its fork server
+        os.environ["WANDER_OPENENV"] = ",".join(openenv)
     settings = service_settings()
     if workers > 1 and not settings.redis_url:
         raise typer.BadParameter(

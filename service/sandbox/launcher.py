@@ -29,6 +29,7 @@ from typing import Any
 
 import orjson
 
+from wander.service.envs.hosted import HOSTED_VARIABLES
 from wander.service.errors import EnvFailed
 from wander.service.sandbox.confine import Limits
 from wander.service.sandbox.frames import HEADER, frame
@@ -38,9 +39,9 @@ log = logging.getLogger(__name__)
 STARTUP_SECONDS = 120.0
 """How long the fork server may take to import the environments (seconds), and a new
 worker to confine itself (milliseconds): far more than either needs."""
-PASSED_VARIABLES = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "TZ")
+PASSED_VARIABLES = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "TZ", *HOSTED_VARIABLES)
 """All the fork server inherits of the service's environment: nothing that may hold a
-secret."""
+secret (the hosted environments' settings name code to import)."""
 MESSAGE_BYTES = 4096
 
 

@@ -45,7 +45,14 @@ from typing import Any, TypeVar
 import orjson
 
 from wander.service.envs.guard import reportable
-from wander.service.errors import EnvBusy, EnvError, EnvFailed, EnvTimeout, PayloadTooLarge
+from wander.service.errors import (
+    EnvBusy,
+    EnvError,
+    EnvFailed,
+    EnvNondeterministic,
+    EnvTimeout,
+    PayloadTooLarge,
+)
 from wander.service.sandbox.confine import Limits
 from wander.service.sandbox.fairness import FairSlots
 from wander.service.sandbox.launcher import (
@@ -340,6 +347,15 @@ def _result(reply: dict[str, Any], env: str, check: Callable[[Any], T]) -> T:
     """The checked result of a reply; ``EnvError`` for the environment's own exception
     (named only if built in), ``BadReply`` for anything that is neither."""
     if "error" in reply:
+        turn = reply.get("turn")
+        if reply.get("raised") == "Nondeterministic" and type(turn) is int:
+            log.warning("the environment %r replayed differently at turn %d", env, turn)
+            raise EnvNondeterministic(
+                f"replaying this episode of {env!r}, turn {turn} gave another observation "
+                "than the one recorded: the environment is not deterministic under its "
+                "seeds, and the episode cannot go on",
+                {"turn": turn},
+            )
         name = reportable(reply.get("raised"))
         log.warning("the environment %r raised %s: %.500r", env, name, reply["error"])
         raise EnvError(

@@ -27,6 +27,8 @@ from typing import Any
 import orjson
 
 from wander.service.envs import Registry, guard
+from wander.service.envs.hosted import Hosted
+from wander.service.envs.hosted.replay import Nondeterministic
 from wander.service.envs.sdk import EnvConfig, Environment
 from wander.service.sandbox import calls
 from wander.service.sandbox.frames import read_frame, write_frame
@@ -93,7 +95,8 @@ def serve(worker: Worker, source: int, sink: int, retire_after: float) -> None:
 
 
 def answer(worker: Worker, request: bytes) -> dict[str, Any]:
-    """``{"ok": result}``, or ``{"error": text, "raised": class name}``; with ``retire``
+    """``{"ok": result}``, or ``{"error": text, "raised": class name}`` (and the ``turn``
+    where a replay diverged: ``Nondeterministic``); with ``retire``
     unless the call was of a pure-parsing environment and ended without a MemoryError
     (the worker's heap may be in any state after one)."""
     message = None
@@ -107,6 +110,8 @@ def answer(worker: Worker, request: bytes) -> dict[str, Any]:
         if isinstance(exc, MemoryError):
             return {"error": text, "raised": raised, "retire": True}
         reply = {"error": text, "raised": raised}
+        if isinstance(exc, Nondeterministic):
+            reply["turn"] = exc.turn
     if not worker.pure_parsing(message):
         reply["retire"] = True
     return reply
@@ -148,7 +153,7 @@ class WarmUp:
 
     def _start(self, name: str) -> dict[str, Any] | None:
         env = self.worker.registry[name]
-        if not type(env).__module__.startswith("wander."):
+        if not type(env).__module__.startswith("wander.") or isinstance(env, Hosted):
             return None
         config = env.Config().model_dump(mode="json")
         request = {"env": name, "config": config}

@@ -1,0 +1,207 @@
+"""OpenEnv environments hosted by Wander (``WANDER_OPENENV``): tests/openenv_envs.py's
+classes, written only against OpenEnv's API, served by ``wander serve`` from the venv
+holding OpenEnv 0.10 (tests/interop.py) as ``openenv/guess`` and ``openenv/drift``.
+
+Every step of a hosted episode lands in a fresh worker, so every step rebuilds the
+environment by replaying the episode's actions: these tests play through replay
+throughout. A game begun on one service is finished on a second one after the first is
+killed (``kill -9``), exactly as the same game uninterrupted; the rewards are those
+OpenEnv's own server gives for the same seed and actions (OpenEnv's client on both).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import redis_keys
+from tests.interop import interop_venv
+from tests.test_openenv_interop import Client
+from wander.testing import ServiceProcess
+
+ROOT = Path(__file__).resolve().parents[1]
+HOSTED = "guess=tests.openenv_envs:GuessNumber,drift=tests.openenv_envs:Drifting"
+pytestmark = pytest.mark.timeout(900)  # a first run builds the venv: minutes
+
+
+@pytest.fixture(scope="module")
+def python() -> Path:
+    return interop_venv("openenv010")
+
+
+@pytest.fixture(scope="module")
+def shared(
+    redis_url: str, pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, str]]:
+    """The settings of services sharing one Redis and one archive, as replicas would."""
+    archive = tmp_path_factory.mktemp("hosted") / "archive.db"
+    with redis_keys(redis_url, pytestconfig) as prefix:
+        yield {
+            "WANDER_REDIS_URL": redis_url,
+            "WANDER_REDIS_PREFIX": prefix,
+            "WANDER_DATABASE_URL": f"sqlite:///{archive}",
+            "WANDER_OPENENV": HOSTED,
+            "PYTHONPATH": str(ROOT),
+        }
+
+
+def serve(python: Path, settings: dict[str, str]) -> ServiceProcess:
+    return ServiceProcess(settings, python=str(python), cwd=str(ROOT)).start()
+
+
+@pytest.fixture(scope="module")
+def service(python: Path, shared: dict[str, str]) -> Iterator[ServiceProcess]:
+    process = serve(python, shared)
+    yield process
+    process.stop()
+
+
+def create(service: ServiceProcess, env: str = "openenv/guess", **body: Any) -> dict[str, Any]:
+    response = httpx.post(f"{service.url}/v1/episodes", json={"env": env, **body})
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()["episodes"][0]
+    return created
+
+
+def step(service: ServiceProcess, episode_id: str, turn: int, content: str) -> httpx.Response:
+    return httpx.post(
+        f"{service.url}/v1/episodes/{episode_id}/step",
+        json={"turn": turn, "action": {"role": "assistant", "content": content}},
+        timeout=30,
+    )
+
+
+def observed(response: httpx.Response) -> dict[str, Any]:
+    """What GuessNumber's observation held (the JSON of the step's user message)."""
+    assert response.status_code == 200, response.text
+    fields: dict[str, Any] = json.loads(response.json()["observation"][-1]["content"])
+    return fields
+
+
+def halving(service: ServiceProcess, episode_id: str, turn: int = 0) -> list[int]:
+    """Play to the end by halving, from ``turn``; the guesses."""
+    low, high, guesses = 1, 100, []
+    while True:
+        number = (low + high) // 2
+        answer = step(service, episode_id, turn, json.dumps({"guess": number}))
+        hint = observed(answer)["hint"]
+        guesses.append(number)
+        turn += 1
+        if answer.json()["done"]:
+            return guesses
+        low, high = (number + 1, high) if "higher" in hint else (low, number - 1)
+
+
+def record(service: ServiceProcess, episode_id: str) -> dict[str, Any]:
+    response = httpx.get(f"{service.url}/v1/episodes/{episode_id}")
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_the_hosted_environments_are_listed_with_their_config(service: ServiceProcess) -> None:
+    listed = httpx.get(f"{service.url}/v1/environments").json()
+    names = {env["name"] for env in listed["environments"]}
+    assert {"openenv/guess", "openenv/drift"} <= names
+    guess = httpx.get(f"{service.url}/v1/environments/openenv/guess").json()
+    assert guess["kind"] == "multi_turn"
+    assert [c["name"] for c in guess["reward_components"]] == ["reward"]
+    assert "GuessAction" in guess["description"]
+    assert guess["config_schema"]["properties"]["train_size"]["default"] == 10_000
+
+
+def test_a_game_is_deterministic_and_identical_across_a_group(service: ServiceProcess) -> None:
+    first, second = create(service, seed=7), create(service, seed=7)
+    assert first["observation"] == second["observation"]
+    assert halving(service, first["id"]) == halving(service, second["id"])
+    assert record(service, first["id"])["messages"] == record(service, second["id"])["messages"]
+    group = httpx.post(
+        f"{service.url}/v1/episodes", json={"env": "openenv/guess", "n": 3, "example": 4}
+    )
+    assert group.status_code == 201, group.text
+    members = group.json()["episodes"]
+    games = [(record(service, e["id"])["messages"], halving(service, e["id"])) for e in members]
+    assert all(game == games[0] for game in games)
+    other = create(service, example=5)
+    assert halving(service, other["id"]) != games[0][1]  # another example, another secret
+
+
+def test_an_invalid_action_is_said_and_counted_without_stepping(service: ServiceProcess) -> None:
+    episode = create(service, seed=3)
+    answer = step(service, episode["id"], 0, '{"guess": "fifty"}')
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["done"] is False and body["reward"] == 0.0
+    assert body["info"] == {"steps": 0, "invalid_actions": 1, "done": False}
+    assert body["observation"][0]["content"].startswith("Not an action of GuessAction (guess)")
+    played = halving(service, episode["id"], turn=1)
+    score = httpx.get(f"{service.url}/v1/episodes/{episode['id']}/score").json()
+    assert score["metrics"] == {"steps": len(played), "invalid_actions": 1}
+    assert score["done"] is True and score["total"] == 1.0
+
+
+def test_the_rewards_are_openenv_s_own(python: Path, service: ServiceProcess) -> None:
+    """OpenEnv's client plays the same seed on OpenEnv's own server of the class and on
+    Wander's OpenEnv surface of the hosted one: the same guesses, the same rewards."""
+    own = ServiceProcess(
+        {"PYTHONPATH": str(ROOT)}, ("tests.openenv_envs:app",), "/health",
+        python=str(python), cwd=str(ROOT), module="uvicorn",
+    ).start()  # fmt: skip
+    try:
+        client = Client(python, [
+            ["guess", own.url, {"seed": 11}, False],
+            ["guess", f"{service.url}/openenv/openenv/guess", {"seed": 11}, True],
+        ])  # fmt: skip
+        theirs, ours = client.result("guess"), client.result("guess")
+    finally:
+        own.stop()
+    assert ours["guesses"] == theirs["guesses"]
+    assert ours["rewards"] == theirs["rewards"]
+    assert theirs["rewards"][-1] == 1.0
+    score = httpx.get(f"{service.url}/v1/episodes/{ours['metadata']['episode_id']}/score")
+    assert score.json()["total"] == sum(theirs["rewards"])
+
+
+def test_a_game_begun_on_a_killed_service_ends_on_another_as_uninterrupted(
+    python: Path, shared: dict[str, str], service: ServiceProcess
+) -> None:
+    reference = create(service, example=2)
+    guesses = halving(service, reference["id"])
+    assert len(guesses) > 2
+    first = serve(python, shared)
+    try:
+        episode = create(first, example=2)
+        for turn, number in enumerate(guesses[:2]):
+            observed(step(first, episode["id"], turn, json.dumps({"guess": number})))
+        assert first.process is not None
+        os.killpg(first.process.pid, signal.SIGKILL)
+        first.process.wait(30)
+    finally:
+        first.stop()
+    for turn, number in enumerate(guesses[2:], start=2):
+        observed(step(service, episode["id"], turn, json.dumps({"guess": number})))
+    resumed, expected = record(service, episode["id"]), record(service, reference["id"])
+    assert resumed["messages"] == expected["messages"]
+    assert resumed["step_rewards"] == expected["step_rewards"]
+    assert resumed["score"]["total"] == expected["score"]["total"] == 1.0
+    assert resumed["done"] is True
+
+
+def test_an_environment_that_replays_differently_fails_its_episode(
+    service: ServiceProcess,
+) -> None:
+    episode = create(service, "openenv/drift", seed=1)
+    assert step(service, episode["id"], 0, "hello").status_code == 200
+    second = step(service, episode["id"], 1, "again")
+    assert second.status_code == 422, second.text
+    error = second.json()["error"]
+    assert error["code"] == "env_nondeterministic"
+    assert error["details"] == {"turn": 1}
+    assert "turn 1" in error["message"]
