@@ -439,7 +439,7 @@ class Engine:
         started = time.perf_counter()
         state, seed = episode["state"], episode["seed"]
         advanced = await self.sandbox.advance(
-            env, config, state, action, seed, tenant=episode.get("tenant")
+            env, config, state, action, seed, tenant=episode.get("tenant"), episode=episode["id"]
         )
         metrics.for_env(env.name).step_latency.observe(time.perf_counter() - started)
         score: StoredScore = advanced["score"]

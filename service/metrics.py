@@ -31,6 +31,12 @@ INVALID_ACTIONS = Counter(
     "Steps whose action the environment counted as invalid (its `invalid_moves` metric rose).",
     ["env"],
 )
+HOSTED_STEPS = Counter(
+    "wander_hosted_steps_total",
+    "Steps of hosted environments (openenv/*), by where their episode was: `live` in the "
+    "worker kept for it, or `replayed` from its actions in a fresh one.",
+    ["env", "episode"],
+)
 EPISODES_CREATED = Counter("wander_episodes_created_total", "Episodes created.", ["env"])
 EPISODES_FINISHED = Counter(
     "wander_episodes_finished_total", "Episodes ended, by environment and status.",

@@ -111,6 +111,16 @@ class Settings(BaseSettings):
     env_workers: int = Field(
         2, ge=1, le=64, description="Worker processes that run isolated environment calls."
     )
+    env_live_episodes: int = Field(
+        16,
+        ge=0,
+        le=1024,
+        description="Episodes of hosted environments (`openenv/*`) whose worker is kept "
+        "between steps, the environment live in it, so that the episode's next step "
+        "continues it rather than replaying the episode (each a worker process: a few MB "
+        "and the environment; the least recently stepped goes first). A kept worker serves "
+        "no other episode. 0: every step replays.",
+    )
     env_uids: str = Field(
         "100000-165535",
         pattern=r"^\s*\d+\s*-\s*\d+\s*$",

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import redis_keys
 from tests.interop import interop_venv
@@ -28,6 +29,8 @@ from wander.testing import ServiceProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTED = "guess=tests.openenv_envs:GuessNumber,drift=tests.openenv_envs:Drifting"
+LIVE_EPISODES = 4
+"""Episodes whose worker a service keeps live (``WANDER_ENV_LIVE_EPISODES``)."""
 pytestmark = pytest.mark.timeout(900)  # a first run builds the venv: minutes
 
 
@@ -48,6 +51,7 @@ def shared(
             "WANDER_REDIS_PREFIX": prefix,
             "WANDER_DATABASE_URL": f"sqlite:///{archive}",
             "WANDER_OPENENV": HOSTED,
+            "WANDER_ENV_LIVE_EPISODES": str(LIVE_EPISODES),
             "PYTHONPATH": str(ROOT),
         }
 
@@ -197,11 +201,41 @@ def test_a_game_begun_on_a_killed_service_ends_on_another_as_uninterrupted(
 def test_an_environment_that_replays_differently_fails_its_episode(
     service: ServiceProcess,
 ) -> None:
+    """Live in its worker, the drifting environment goes on; once its worker has been
+    given to episodes stepped since (``LIVE_EPISODES``), its next step replays the
+    episode, and the replay tells."""
     episode = create(service, "openenv/drift", seed=1)
     assert step(service, episode["id"], 0, "hello").status_code == 200
-    second = step(service, episode["id"], 1, "again")
+    assert step(service, episode["id"], 1, "again").status_code == 200
+    for seed in range(LIVE_EPISODES):
+        observed(step(service, create(service, seed=seed)["id"], 0, '{"guess": 50}'))
+    second = step(service, episode["id"], 2, "and again")
     assert second.status_code == 422, second.text
     error = second.json()["error"]
     assert error["code"] == "env_nondeterministic"
     assert error["details"] == {"turn": 1}
     assert "turn 1" in error["message"]
+    again = step(service, episode["id"], 2, "and again")
+    assert again.json()["error"]["code"] == "env_nondeterministic"  # wherever it goes
+
+
+def hosted_steps(service: ServiceProcess) -> dict[str, float]:
+    """``wander_hosted_steps_total`` of ``openenv/guess``, by where the episode was."""
+    text = httpx.get(f"{service.url}/metrics").text
+    return {
+        sample.labels["episode"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "wander_hosted_steps_total" and sample.labels["env"] == "openenv/guess"
+    }
+
+
+def test_an_episode_stays_live_in_its_worker_between_steps(service: ServiceProcess) -> None:
+    """The first step replays the reset (no worker holds the episode yet); every later one
+    continues the live environment in the worker kept for the episode."""
+    before = hosted_steps(service)
+    guesses = halving(service, create(service, seed=99)["id"])
+    after = hosted_steps(service)
+    assert len(guesses) >= 3
+    assert after["replayed"] - before.get("replayed", 0) == 1
+    assert after["live"] - before.get("live", 0) == len(guesses) - 1

@@ -23,6 +23,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from wander.service.envs.hosted import Hosted
 from wander.service.envs.sdk import EnvConfig, Environment, Message, State
 from wander.service.sandbox.calls import CALLS, Advanced, Rescored, Started
 from wander.service.sandbox.pool import WorkerPool
@@ -43,6 +44,7 @@ class Sandbox:
             settings.env_wait_seconds,
             settings.max_episode_bytes,
             settings.env_uids,
+            settings.env_live_episodes,
         )
 
     async def start(
@@ -58,11 +60,13 @@ class Sandbox:
 
     async def advance(
         self, env: Environment[Any], config: EnvConfig, state: State, action: Message, seed: int,
-        tenant: str | None = None,
+        tenant: str | None = None, episode: str | None = None,
     ) -> Advanced:  # fmt: skip
-        """Apply ``action`` to ``state``, and score the result."""
+        """Apply ``action`` to ``state`` (of ``episode``), and score the result. A hosted
+        environment's worker is kept for ``episode``'s next step (``WorkerPool``)."""
+        keep = episode if isinstance(env, Hosted) else None
         advanced: Advanced = await self._call(
-            "advance", env, config, tenant, state=state, action=action, seed=seed
+            "advance", env, config, tenant, keep, state=state, action=action, seed=seed
         )
         return advanced
 
@@ -75,17 +79,18 @@ class Sandbox:
 
     async def _call(
         self, op: Operation, env: Environment[Any], config: EnvConfig, tenant: str | None,
-        **arguments: Any,
+        keep: str | None = None, **arguments: Any,
     ) -> Any:  # fmt: skip
         """``calls.CALLS[op]``, where ``env`` declared it runs: here, or in a worker,
         whose reply is checked before it is believed (``replies.py``), and which serves
-        no other call unless ``env`` is pure parsing."""
+        no other call unless ``env`` is pure parsing, or its next one if kept for the
+        episode ``keep``."""
         if env.isolation == "inline":
             return CALLS[op](env, config, **arguments)
         request = {"op": op, "env": env.name, "config": config.model_dump(mode="json")}
         return await self.pool.call(
             {**request, **arguments}, partial(checked, op, env), tenant=tenant,
-            reuse=env.pure_parsing is True,
+            reuse=env.pure_parsing is True, keep=keep,
         )  # fmt: skip
 
     async def aclose(self) -> None:

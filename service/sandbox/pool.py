@@ -8,6 +8,15 @@ tenant or another, nor read one; the start of an episode counts (its config come
 the client). Only a worker whose every call was of a pure-parsing environment goes back
 to serve the next.
 
+Hosted environments (another framework's, ``envs.hosted``) are the one exception, for
+one episode at a time: they keep an episode live in their worker's memory, and a step
+that lands elsewhere must replay the whole episode. So the worker of a hosted
+environment's step is kept, idle, for that episode's next step only (``keep``: the
+episode id), never lent to another episode or tenant: a hole in the environment reaches
+nothing it could not already reach in that episode's own calls. At most ``kept`` are
+kept; the least recently stepped is stopped first (its episode replays when it comes
+back).
+
 Workers are forked by the fork server (``launcher.py``, ``forkserver.py``) ahead of need,
 so that a call costs a round trip on a worker that is already there, not a fork
 (``bench/README.md``, "Worker isolation"): the pool keeps twice ``env_workers`` ready
@@ -38,7 +47,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Coroutine, Hashable
 from typing import Any, TypeVar
 
@@ -53,6 +62,7 @@ from wander.service.errors import (
     EnvTimeout,
     PayloadTooLarge,
 )
+from wander.service.metrics import HOSTED_STEPS
 from wander.service.sandbox.confine import Limits
 from wander.service.sandbox.fairness import FairSlots
 from wander.service.sandbox.launcher import (
@@ -76,7 +86,7 @@ class WorkerPool:
 
     def __init__(
         self, size: int, deadline: float, memory_bytes: int, wait: float, max_frame_bytes: int,
-        uids: str = "100000-165535",
+        uids: str = "100000-165535", kept: int = 0,
     ) -> None:  # fmt: skip
         self.size, self.deadline, self.wait = size, deadline, wait
         self.max_frame_bytes = max_frame_bytes
@@ -98,6 +108,10 @@ class WorkerPool:
         self._returning = 0
         """Workers lent to calls of pure-parsing environments: expected back."""
         self._workers: set[WorkerProcess] = set()
+        self.kept = kept
+        self._kept: OrderedDict[str, WorkerProcess] = OrderedDict()
+        """Idle workers kept for the next step of their episode (by its id), the least
+        recently stepped first."""
         self._server: ForkServer | None = None
         self._starting = asyncio.Lock()
         self._refilling: asyncio.Task[None] | None = None
@@ -114,11 +128,13 @@ class WorkerPool:
 
     async def call(
         self, request: dict[str, Any], check: Callable[[Any], T], tenant: Hashable = None,
-        reuse: bool = False,
+        reuse: bool = False, keep: str | None = None,
     ) -> T:  # fmt: skip
         """The worker's result for ``request`` (a call of ``tenant``), as ``check`` returns
         it (``BadReply``: the reply is not what the call returns); its worker serves
-        another call only if ``reuse`` (its environment is pure parsing). Raises
+        another call only if ``reuse`` (its environment is pure parsing), or the next call
+        of the episode ``keep`` (a hosted environment's step), in the worker kept for it
+        if there is one. Raises
         ``env_busy`` (no slot came free in time), ``env_timeout``, ``env_failed``,
         ``payload_too_large`` (a reply larger than the largest episode), or
         ``env_error`` (the environment raised: its text is logged, not answered)."""
@@ -127,13 +143,20 @@ class WorkerPool:
             raise EnvBusy(f"every environment worker stayed busy for {self.wait:g} s; try again")
         self._expected = (request["env"], request["op"])
         try:
-            return await self._run(body, request["env"], check, reuse)
+            return await self._run(body, request["env"], check, reuse, keep)
         finally:
             self.slots.release(tenant)
 
-    async def _run(self, body: bytes, env: str, check: Callable[[Any], T], reuse: bool) -> T:
-        """One call in a worker of its own: its checked result, or the sandbox's error."""
-        worker = await self._take(reuse)
+    async def _run(
+        self, body: bytes, env: str, check: Callable[[Any], T], reuse: bool, keep: str | None
+    ) -> T:
+        """One call in a worker of its own (or ``keep``'s): its checked result, or the
+        sandbox's error."""
+        worker = self._kept_for(keep)
+        if keep is not None:
+            HOSTED_STEPS.labels(env, "replayed" if worker is None else "live").inc()
+        if worker is None:
+            worker = await self._take(reuse)
         try:
             reply = await asyncio.wait_for(worker.call(body), self.deadline)
             result = _result(reply, env, check)
@@ -169,8 +192,16 @@ class WorkerPool:
         except BaseException:  # cancelled mid-call: the worker's next frame is stale
             self._discard(worker)
             raise
-        self._release(worker, reply)
+        self._release(worker, reply, keep)
         return result
+
+    def _kept_for(self, episode: str | None) -> WorkerProcess | None:
+        """The worker kept for ``episode``'s next call, if it still runs."""
+        worker = self._kept.pop(episode, None) if episode is not None else None
+        if worker is not None and (not worker.alive() or worker.server.broken):
+            self._discard(worker)
+            return None
+        return worker
 
     async def _take(self, reuse: bool) -> WorkerProcess:
         """A ready worker, waiting for one to be forked if none is."""
@@ -203,9 +234,18 @@ class WorkerPool:
             with contextlib.suppress(ValueError):
                 self._takers.remove(wanted)
 
-    def _release(self, worker: WorkerProcess, reply: dict[str, Any]) -> None:
-        """After a call: back to the ready workers if lent to a pure-parsing call (and it
-        did not ask to retire), else killed."""
+    def _release(
+        self, worker: WorkerProcess, reply: dict[str, Any], keep: str | None = None
+    ) -> None:
+        """After a call: kept for the episode ``keep`` (a hosted environment's step), or
+        back to the ready workers if lent to a pure-parsing call (and it did not ask to
+        retire), else killed."""
+        keeps = keep is not None and self.kept and reply.get("retire") is not True
+        if keeps and not self._closed and not worker.server.broken:
+            self._kept[keep] = worker
+            while len(self._kept) > self.kept:
+                self._discard(self._kept.popitem(last=False)[1])
+            return
         if worker.returning and reply.get("retire") is not True and not self._closed:
             self._returning -= 1
             worker.returning = False
@@ -335,6 +375,7 @@ class WorkerPool:
             if not wanted.done():
                 wanted.set_exception(EnvFailed("the service is stopping"))
         workers, self._workers, self._ready = list(self._workers), set(), deque()
+        self._kept.clear()
         for worker in workers:
             worker.kill()
         async with self._starting:

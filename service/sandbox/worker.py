@@ -9,10 +9,11 @@ says without trusting it. The environments' own ``print`` goes to /dev/null (the
 server's descriptors 0 and 1).
 
 It answers one call, and another only while every call it answered was of an
-environment that declared itself pure parsing (``Environment.pure_parsing``): after any
-other call it says it retires and ends. The service does not rely on that (a worker
-that runs an attacker's code says what the attacker wants): it kills the worker after
-such a call whatever it says (``pool.py``).
+environment that declared itself pure parsing (``Environment.pure_parsing``) or is
+hosted (``envs.hosted``: the service keeps its worker for one episode's next step, and
+lends it to no other): after any other call it says it retires and ends. The service
+does not rely on that (a worker that runs an attacker's code says what the attacker
+wants): it kills the worker after such a call whatever it says (``pool.py``).
 """
 
 from __future__ import annotations
@@ -62,11 +63,12 @@ class Worker:
             parsed = self.configs[key] = env.Config.model_validate(config)
         return parsed
 
-    def pure_parsing(self, request: Any) -> bool:
-        """Whether ``request`` was a call of an environment that is pure parsing."""
+    def serves_again(self, request: Any) -> bool:
+        """Whether ``request`` was a call of an environment that is pure parsing, or of a
+        hosted one (whose worker the service may keep for the episode's next step)."""
         name = request.get("env") if isinstance(request, dict) else None
         env = self.registry.get(name) if isinstance(name, str) else None
-        return env is not None and env.pure_parsing is True
+        return env is not None and (env.pure_parsing is True or isinstance(env, Hosted))
 
 
 def _unpack(request: dict[str, Any]) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
@@ -112,7 +114,7 @@ def answer(worker: Worker, request: bytes) -> dict[str, Any]:
         reply = {"error": text, "raised": raised}
         if isinstance(exc, Nondeterministic):
             reply["turn"] = exc.turn
-    if not worker.pure_parsing(message):
+    if not worker.serves_again(message):
         reply["retire"] = True
     return reply
 
