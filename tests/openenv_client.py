@@ -144,6 +144,14 @@ def guess(base: str, reset: dict[str, Any], wrapped: bool) -> dict[str, Any]:
     return {"guesses": guesses, "rewards": rewards, "metadata": result.metadata}
 
 
+def actions(base: str, reset: dict[str, Any], taken: list[dict[str, Any]]) -> dict[str, Any]:
+    """``taken``, one step each after a reset: the observations and rewards."""
+    with GenericEnvClient(base_url=base).sync() as env:
+        opening = env.reset(**reset)
+        steps = [step_record(env.step(action)) for action in taken]
+    return {"opening": step_record(opening), "steps": steps}
+
+
 def validate(base: str) -> dict[str, Any]:
     """OpenEnv 0.10's own runtime check of a server (``openenv validate --url``)."""
     from openenv.cli._validation import (  # pyright: ignore[reportMissingImports]
@@ -154,7 +162,7 @@ def validate(base: str) -> dict[str, Any]:
 
 
 TASKS = {"games": games, "reverse_text": reverse_text, "sql": sql, "drop": drop,
-         "validate": validate, "guess": guess}  # fmt: skip
+         "validate": validate, "guess": guess, "actions": actions}  # fmt: skip
 
 
 def main() -> None:

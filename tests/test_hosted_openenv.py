@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from wander.testing import ServiceProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTED = "guess=tests.openenv_envs:GuessNumber,drift=tests.openenv_envs:Drifting"
+ECHO = "echo=echo_probe.server.echo_probe_environment:EchoProbeEnvironment"
 LIVE_EPISODES = 4
 """Episodes whose worker a service keeps live (``WANDER_ENV_LIVE_EPISODES``)."""
 pytestmark = pytest.mark.timeout(900)  # a first run builds the venv: minutes
@@ -40,9 +42,22 @@ def python() -> Path:
 
 
 @pytest.fixture(scope="module")
+def generated(python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding ``echo_probe``, the environment OpenEnv's own ``openenv init``
+    writes (its template, shipped in the openenv package: code nobody here wrote)."""
+    folder = tmp_path_factory.mktemp("generated")
+    subprocess.run(
+        [python.parent / "openenv", "init", "echo_probe"], cwd=folder, check=True,
+        capture_output=True, timeout=120,
+    )  # fmt: skip
+    return folder
+
+
+@pytest.fixture(scope="module")
 def shared(
-    redis_url: str, pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, str]]:
+    redis_url: str, pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory,
+    generated: Path,
+) -> Iterator[dict[str, str]]:  # fmt: skip
     """The settings of services sharing one Redis and one archive, as replicas would."""
     archive = tmp_path_factory.mktemp("hosted") / "archive.db"
     with redis_keys(redis_url, pytestconfig) as prefix:
@@ -50,9 +65,9 @@ def shared(
             "WANDER_REDIS_URL": redis_url,
             "WANDER_REDIS_PREFIX": prefix,
             "WANDER_DATABASE_URL": f"sqlite:///{archive}",
-            "WANDER_OPENENV": HOSTED,
+            "WANDER_OPENENV": f"{HOSTED},{ECHO}",
             "WANDER_ENV_LIVE_EPISODES": str(LIVE_EPISODES),
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": f"{ROOT}{os.pathsep}{generated}",
         }
 
 
@@ -239,3 +254,30 @@ def test_an_episode_stays_live_in_its_worker_between_steps(service: ServiceProce
     assert len(guesses) >= 3
     assert after["replayed"] - before.get("replayed", 0) == 1
     assert after["live"] - before.get("live", 0) == len(guesses) - 1
+
+
+def test_openenv_s_own_template_is_hosted_with_the_rewards_of_openenv_s_server(
+    python: Path, generated: Path, service: ServiceProcess
+) -> None:
+    """The echo environment ``openenv init`` writes, unchanged: its one text field takes
+    the reply as it is, and OpenEnv's client gets the rewards and observations OpenEnv's
+    own server of it gives."""
+    own = ServiceProcess(
+        {"PYTHONPATH": str(generated)}, ("echo_probe.server.app:app",), "/health",
+        python=str(python), cwd=str(generated), module="uvicorn",
+    ).start()  # fmt: skip
+    said = ["Hi", "Hello there, echo", ""]
+    try:
+        client = Client(python, [
+            ["actions", own.url, {"seed": 5}, [{"message": text} for text in said]],
+            ["actions", f"{service.url}/openenv/openenv/echo", {"seed": 5},
+             [{"content": text} for text in said]],
+        ])  # fmt: skip
+        theirs, ours = client.result("actions"), client.result("actions")
+    finally:
+        own.stop()
+    assert [s["reward"] for s in ours["steps"]] == [s["reward"] for s in theirs["steps"]]
+    assert [s["reward"] for s in theirs["steps"]] == [0.2, 1.0, 0.0]
+    for mine, their in zip(ours["steps"], theirs["steps"], strict=True):
+        echoed = json.loads(mine["observation"]["messages"][-1]["content"])
+        assert echoed == {**their["observation"], "metadata": their["metadata"]}
