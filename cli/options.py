@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, NoReturn, ParamSpec, TypeVar
 
 import typer
@@ -65,6 +67,32 @@ def fail(message: str) -> NoReturn:
     while it ran, where a usage error (status 2, in a box) would blame the options."""
     typer.echo(f"Error: {message}", err=True)
     raise typer.Exit(1)
+
+
+INTERRUPTED = 130
+"""The exit status of a command interrupted by Ctrl-C or SIGTERM (128 + SIGINT)."""
+
+
+def interruptible(main: Callable[[], Coroutine[Any, Any, R]], what: str = "") -> R:
+    """``asyncio.run(main())``, where SIGTERM interrupts as Ctrl-C does: the coroutine is
+    cancelled, so its cleanup runs while its client is still open (an evaluation aborts
+    the episodes it had open), then the command ends with one line (``what`` was done
+    about it) and status 130."""
+
+    async def cancelled_on_sigterm() -> R:
+        task, loop = asyncio.current_task(), asyncio.get_running_loop()
+        assert task is not None
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+        try:
+            return await main()
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+
+    try:
+        return asyncio.run(cancelled_on_sigterm())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        typer.echo(f"Interrupted{f': {what}' if what else ''}.", err=True)
+        raise typer.Exit(INTERRUPTED) from None
 
 
 def printable(text: str | None) -> str:

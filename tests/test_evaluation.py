@@ -5,6 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
+import signal
+import socket
+import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -12,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from starlette.types import ASGIApp
 from typer.testing import CliRunner
 
@@ -28,7 +33,7 @@ from wander.service.envs.seeding import example_seed
 from wander.service.envs.tictactoe import TicTacToe, TicTacToeConfig
 from wander.service.envs.tictactoe.env import render_board
 from wander.service.envs.tictactoe.game import optimal_moves, positions
-from wander.testing import ServiceProcess, free_port
+from wander.testing import ServiceProcess, free_port, wait_until
 
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
 
@@ -94,6 +99,86 @@ async def test_a_failing_policy_is_an_error_and_its_episode_is_aborted(app: ASGI
         assert evaluation.summary.errors == 1
         assert result.error == "RuntimeError: model server fell over"
         assert (await wander.episode(result.episode_id)).status == "aborted"
+
+
+async def live_episodes(app: ASGIApp) -> float:
+    """The store's count of live tic-tac-toe episodes (``wander_live_episodes``)."""
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as client:
+        text = (await client.get("http://wander.test/metrics")).text
+    return next(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "wander_live_episodes" and sample.labels == {"env": "tictactoe"}
+    )
+
+
+class Watching(RandomPolicy):
+    """The random baseline, noting before each move how many episodes are live."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        super().__init__(seed=0)
+        self.app, self.seen = app, [0.0]
+
+    async def act(self, messages: Sequence[Message], tools: Any = None) -> AssistantMessage:
+        self.seen.append(await live_episodes(self.app))
+        return await super().act(messages, tools)
+
+
+async def test_concurrency_bounds_the_episodes_open_at_once(app: ASGIApp) -> None:
+    """Groups are created as episodes end, not all at the start: a tenant's live-episode
+    quota of 4 takes an evaluation of 12 episodes at --concurrency 4."""
+    watching = Watching(app)
+    async with asgi_client(app) as wander:
+        done = await evaluate(
+            wander, "tictactoe", watching, examples=6, rollouts=2, concurrency=4, progress=False
+        )
+    assert (done.summary.episodes, done.summary.errors) == (12, 0)
+    assert max(watching.seen) == 4
+    assert await live_episodes(app) == 0
+
+
+async def test_a_seeded_evaluation_repeats_whatever_its_concurrency(app: ASGIApp) -> None:
+    def games(evaluation: Any) -> list[tuple[int, float | None, Any]]:
+        return sorted((r.example, r.total, r.metrics.get("turns")) for r in evaluation.results)
+
+    played = []
+    async with asgi_client(app) as wander:
+        for concurrency in (1, 12):
+            played.append(games(await evaluate(
+                wander, "tictactoe", MinimaxPolicy(noise=0.5, seed=4), examples=6, rollouts=2,
+                concurrency=concurrency, progress=False,
+            )))  # fmt: skip
+    assert played[0] == played[1]
+    assert len({total for _, total, _ in played[0]}) > 1  # the noise made different games
+
+
+class Stuck(RandomPolicy):
+    """Never answers; says how many times it was asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = asyncio.Semaphore(0)
+
+    async def act(self, messages: Sequence[Message], tools: Any = None) -> AssistantMessage:
+        self.asked.release()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_an_interrupted_evaluation_aborts_the_episodes_it_left_open(app: ASGIApp) -> None:
+    stuck = Stuck()
+    async with asgi_client(app) as wander:
+        running = asyncio.create_task(evaluate(
+            wander, "tictactoe", stuck, examples=5, rollouts=2, concurrency=4, progress=False
+        ))  # fmt: skip
+        for _ in range(4):
+            await asyncio.wait_for(stuck.asked.acquire(), 30)
+        assert await live_episodes(app) == 4
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        assert await live_episodes(app) == 0
 
 
 async def test_results_are_saved_and_plotted(app: ASGIApp, tmp_path: Path) -> None:
@@ -385,13 +470,60 @@ def test_wander_eval_fails_when_the_policy_endpoint_is_unreachable(
     ] * 3
 
 
-def test_wander_eval_reports_a_partial_failure_and_succeeds(
+def test_wander_eval_refuses_a_baseline_where_it_cannot_play(live: ServiceProcess) -> None:
+    before = episodes_created(live.url)
+    args = ["eval", "reverse_text", "--policy", "minimax", "--url", live.url]
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 2, result.output
+    assert "MinimaxPolicy cannot play 'reverse_text'" in " ".join(result.output.split())
+    assert episodes_created(live.url) == before
+
+
+def test_wander_eval_interrupted_by_sigterm_aborts_its_episodes(live: ServiceProcess) -> None:
+    """SIGTERM while four episodes wait on a policy endpoint that never answers: each is
+    aborted (none is left live), one line says so, status 130, no traceback."""
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts, never answers
+    try:
+        before = live_count(live.url)
+        command = [sys.executable, "-m", "wander", "eval", "tictactoe", "--model", "m",
+                   "--base-url", f"http://127.0.0.1:{silent.getsockname()[1]}/v1", "-n", "6",
+                   "-c", "4", "--url", live.url, "--run", "interrupted"]  # fmt: skip
+        env = {**os.environ, "OPENAI_API_KEY": "k"}
+        evaluation = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until(lambda: live_count(live.url) == before + 4, "no four episodes", 30)
+            evaluation.send_signal(signal.SIGTERM)
+            _, stderr = evaluation.communicate(timeout=30)
+        finally:
+            evaluation.kill()
+    finally:
+        silent.close()
+    assert evaluation.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        "Interrupted: the episodes it had open were aborted."
+    )
+    assert "Traceback" not in stderr
+    assert live_count(live.url) == before
+
+
+def live_count(url: str) -> float:
+    text = httpx.get(f"{url}/metrics").text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "wander_live_episodes"
+    )
+
+
+def test_wander_eval_reports_a_partial_failure_and_fails(
     live: ServiceProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """An evaluation whose episodes did not all score shows what did, and exits 1."""
     monkeypatch.setattr("wander.commands.client.make_policy", lambda *a, **k: Flaky())
     args = ["eval", "tictactoe", "-n", "3", "-c", "1", "--url", live.url]
     result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output
     assert "2 episodes scored, 1 errors" in " ".join(result.output.split())
     assert "1 of 3 episodes failed; the first error: RuntimeError: model server fell over" in (
         result.output

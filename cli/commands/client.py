@@ -19,6 +19,7 @@ from wander.options import (
     UrlOption,
     fail,
     http_url,
+    interruptible,
     parse_config,
     printable,
     talks_to_service,
@@ -86,13 +87,13 @@ def evaluate(
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
 ) -> None:
-    """Evaluate a policy: examples x rollouts episodes, played concurrently.
+    """Evaluate a policy: examples x rollouts episodes, at most --concurrency open at once.
 
-    Exits with status 1 when every episode failed; a partial failure is reported
-    with its count and first error, and the exit status stays 0.
+    Exits with status 1 when an episode failed, saying how many and the first error
+    (the table, --output and --plot hold the others). Interrupted (Ctrl-C, SIGTERM), it
+    aborts the episodes it had open and exits with status 130.
     """
     from rich.console import Console
-    from rich.text import Text
 
     from wander.client import AsyncWanderClient
     from wander.client.evaluation import evaluate as run_evaluation
@@ -122,20 +123,21 @@ def evaluate(
                 concurrency=concurrency, config=parse_config(config), split=split, run=run,
             )  # fmt: skip
 
-    evaluation = asyncio.run(main())
+    try:
+        evaluation = interruptible(main, "the episodes it had open were aborted")
+    except ValueError as exc:  # the policy cannot play the environment
+        raise typer.BadParameter(str(exc), param_hint="--policy") from None
     console = Console()
     console.print(summary_table(evaluation.summary))
     if output:
         evaluation.save_jsonl(output)
         console.print(f"Results: {output}")
-    failed = failures(evaluation)
-    if failed and evaluation.summary.errors == evaluation.summary.episodes:
-        fail(failed)
-    if failed:
-        console.print(Text(failed, style="yellow"))
     if plot:
         save_plot(evaluation, plot)
         console.print(f"Plot: {plot}")
+    failed = failures(evaluation)
+    if failed:
+        fail(failed)
 
 
 @talks_to_service

@@ -6,11 +6,12 @@ own; the test suite checks it against the environment's opponent.
 
 from __future__ import annotations
 
+import copy
 import functools
 import random
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from wander.client.models import AssistantMessage, Message
 
@@ -91,22 +92,44 @@ def _answer(board: str, think: str, cell: int) -> str:
     return f"<think>Available: {free}. {think}</think>\n<move>{cell}</move>"
 
 
-class MinimaxPolicy:
+class Baseline:
+    """What the baselines share: the environments they can play, and their random
+    choices, from one generator per episode when seeded (``for_episode``), so that a
+    seeded evaluation repeats whatever order its concurrent episodes run in."""
+
+    plays: ClassVar[frozenset[str]] = frozenset({"tictactoe"})
+    """The environments a baseline can play (``policies.base.plays``)."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+
+    def for_episode(self, example: int, rollout: int) -> Self:
+        """The player of one episode: with a seed, a copy whose generator is seeded by
+        the seed, the example and the rollout; without one, this one."""
+        if self.seed is None:
+            return self
+        player = copy.copy(self)
+        player.rng = random.Random(f"{self.seed}:{example}:{rollout}")
+        return player
+
+
+class MinimaxPolicy(Baseline):
     """Plays X minimax-optimally, ties broken at random; with probability ``noise``
     a uniformly random legal move instead."""
 
     def __init__(self, noise: float = 0.0, seed: int | None = None) -> None:
         if not 0.0 <= noise <= 1.0:
             raise ValueError("noise must be between 0 and 1")
+        super().__init__(seed)
         self.noise = noise
-        self._rng = random.Random(seed)
 
     def answer(self, board: str) -> str:
         """The reasoned move for ``board`` (9 cells ``X``, ``O``, ``.``), as ``act`` sends it."""
-        if self._rng.random() < self.noise:
-            cell = self._rng.choice(_free_cells(board))
+        if self.rng.random() < self.noise:
+            cell = self.rng.choice(_free_cells(board))
             return _answer(board, "I try something different.", cell)
-        cell = self._rng.choice(best_moves(board))
+        cell = self.rng.choice(best_moves(board))
         return _answer(board, _explain(board, cell), cell)
 
     async def act(
@@ -115,15 +138,12 @@ class MinimaxPolicy:
         return AssistantMessage(content=self.answer(read_board(messages)))
 
 
-class RandomPolicy:
+class RandomPolicy(Baseline):
     """Plays a uniformly random empty cell."""
-
-    def __init__(self, seed: int | None = None) -> None:
-        self._rng = random.Random(seed)
 
     def answer(self, board: str) -> str:
         """A random empty cell of ``board``, as ``act`` sends it."""
-        cell = self._rng.choice(_free_cells(board))
+        cell = self.rng.choice(_free_cells(board))
         return _answer(board, "Any free cell will do.", cell)
 
     async def act(
