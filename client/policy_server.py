@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from wander.client.models import AssistantMessage, Message
 from wander.client.policies.base import Policy
-from wander.client.policies.tictactoe import NotATicTacToePrompt
+from wander.client.policies.tictactoe import Baseline, NotATicTacToePrompt
 
 
 class StreamOptions(BaseModel):
@@ -44,6 +44,9 @@ class ChatRequest(BaseModel):
     model: str = "baseline"
     messages: list[Message] = Field(min_length=1)
     n: int = Field(1, ge=1, le=64)
+    seed: int | None = None
+    """OpenAI's ``seed``: the baseline's choices for this request are drawn from a
+    generator seeded by it and the conversation's length, so they repeat."""
     stream: bool = False
     stream_options: StreamOptions | None = None
 
@@ -115,7 +118,10 @@ def create_policy_app(policy: Policy, name: str) -> FastAPI:
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(body: ChatRequest) -> dict[str, Any] | StreamingResponse:
         conversation = unwrapped(body.messages)
-        replies = [await policy.act(conversation) for _ in range(body.n)]
+        player = policy
+        if body.seed is not None and isinstance(policy, Baseline):
+            player = policy.seeded(body.seed, len(conversation))
+        replies = [await player.act(conversation) for _ in range(body.n)]
         header = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()),
                   "model": body.model}  # fmt: skip
         if body.stream:

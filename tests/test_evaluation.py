@@ -26,6 +26,7 @@ from wander.client.errors import PolicyEndpointError
 from wander.client.evaluation import evaluate
 from wander.client.policies import MinimaxPolicy, OpenAIChatPolicy, RandomPolicy
 from wander.client.policies.tictactoe import NotATicTacToePrompt, best_moves, read_board
+from wander.client.policy_server import create_policy_app
 from wander.client.report import plot
 from wander.client.retry import NO_RETRY
 from wander.extras import install_command
@@ -151,6 +152,27 @@ async def test_a_seeded_evaluation_repeats_whatever_its_concurrency(app: ASGIApp
             )))  # fmt: skip
     assert played[0] == played[1]
     assert len({total for _, total, _ in played[0]}) > 1  # the noise made different games
+
+
+async def test_a_seeded_evaluation_through_a_served_baseline_repeats(app: ASGIApp) -> None:
+    """The README's pipeline: the openai policy sends each episode's seed, the served
+    noisy minimax draws from it, so the evaluation repeats at any concurrency."""
+    served = create_policy_app(MinimaxPolicy(noise=0.5), "minimax")
+    played = []
+    async with asgi_client(app) as wander:
+        for concurrency in (1, 12):
+            policy = OpenAIChatPolicy(
+                "minimax", "http://policy.test/v1", seed=0,
+                transport=httpx.ASGITransport(app=served),
+            )  # fmt: skip
+            evaluation = await evaluate(
+                wander, "tictactoe", policy, examples=6, rollouts=2, concurrency=concurrency,
+                progress=False,
+            )  # fmt: skip
+            played.append(sorted((r.example, r.total, r.metrics.get("turns"))
+                                 for r in evaluation.results))  # fmt: skip
+    assert played[0] == played[1]
+    assert len({total for _, total, _ in played[0]}) > 1
 
 
 class Stuck(RandomPolicy):

@@ -75,7 +75,13 @@ def evaluate(
     noise: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="minimax: chance of a random move.")
     ] = 0.0,
-    seed: Annotated[int | None, typer.Option(help="minimax/random: seed.")] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            help="Makes the evaluation repeat: minimax/random, the seed of their choices; "
+            "openai, a seed per episode sent with each request (OpenAI's and vLLM's seed)."
+        ),
+    ] = None,
     examples: Annotated[int, typer.Option("-n", "--examples", min=1, help="Examples.")] = 10,
     rollouts: Annotated[int, typer.Option("-r", "--rollouts", min=1, help="Per example.")] = 1,
     concurrency: Annotated[int, typer.Option("-c", "--concurrency", min=1)] = 16,

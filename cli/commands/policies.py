@@ -45,6 +45,7 @@ def make_policy(
             base_url or "https://api.openai.com/v1",
             api_key_env=api_key_env,
             sampling=sampling,
+            seed=seed,
         )
     if name.value == "transformers":
         return _transformers_policy(model, sampling or {})

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -27,9 +29,19 @@ class _Completion(BaseModel):
 _COMPLETION = TypeAdapter(_Completion)
 
 
+def stable_seed(*parts: int) -> int:
+    """A 31-bit seed (what every OpenAI-compatible server takes) determined by ``parts``."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
 class OpenAIChatPolicy:
     """``POST {base_url}/chat/completions`` with the conversation, the tools and the
     sampling arguments; the first choice's message is the action.
+
+    With a ``seed``, each episode's requests carry a seed of their own (OpenAI's and
+    vLLM's ``seed``: ``for_episode``), so that a server that honours it samples the same
+    replies whatever order the episodes run in.
 
     The key comes from ``api_key`` or the environment variable ``api_key_env``
     (none is sent if neither is set, as a local vLLM expects). Rate limits and
@@ -48,8 +60,10 @@ class OpenAIChatPolicy:
         timeout: float = 300.0,
         retry: Retry | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        seed: int | None = None,
     ) -> None:
         self.model = model
+        self.seed = seed
         self.sampling = dict(sampling or {})
         self.retry = retry or Retry(attempts=6, max_backoff_seconds=30.0)
         key = api_key if api_key is not None else os.environ.get(api_key_env)
@@ -60,6 +74,15 @@ class OpenAIChatPolicy:
             transport=transport,
         )
         self.url = display_url(self._http.base_url)
+
+    def for_episode(self, example: int, rollout: int) -> Self:
+        """The player of one episode: with a seed, one whose requests carry
+        ``H(seed, example, rollout)`` as theirs (sharing this one's connections)."""
+        if self.seed is None:
+            return self
+        player = copy.copy(self)
+        player.sampling = {**self.sampling, "seed": stable_seed(self.seed, example, rollout)}
+        return player
 
     async def act(
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None

@@ -105,12 +105,14 @@ class Baseline:
         self.rng = random.Random(seed)
 
     def for_episode(self, example: int, rollout: int) -> Self:
-        """The player of one episode: with a seed, a copy whose generator is seeded by
-        the seed, the example and the rollout; without one, this one."""
-        if self.seed is None:
-            return self
+        """The player of one episode: with a seed, one seeded by the example and the
+        rollout too; without one, this one."""
+        return self if self.seed is None else self.seeded(example, rollout)
+
+    def seeded(self, *key: int) -> Self:
+        """A copy whose generator is seeded by the baseline's seed and ``key``."""
         player = copy.copy(self)
-        player.rng = random.Random(f"{self.seed}:{example}:{rollout}")
+        player.rng = random.Random(repr((self.seed, *key)))
         return player
 
 
