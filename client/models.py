@@ -179,6 +179,7 @@ _SCORE = {
     "weights": {"win": 1.0, "format": 0.2, "invalid_move": 1.0},
     "metrics": {"outcome": "loss", "invalid_moves": 0, "turns": 2, "model_starts": False,
                 "random_move_prob": 0.0},
+    "outcome": "loss",
 }  # fmt: skip
 _PROBABILITY = {"maximum": 1.0, "minimum": 0.0, "type": "number"}
 _ENV_INFO = {
