@@ -491,6 +491,16 @@ class RunsPage(BaseModel):
     runs: list[RunInfo] = Field(
         description="Oldest first (by first episode created, then label, then tenant)."
     )
+    tenant: str | None = Field(
+        None,
+        description="The tenant whose runs these are (a tenant's key sees its own); null: "
+        "every tenant's (an admin key, or an open service).",
+    )
+    unlabelled: int = Field(
+        0,
+        description="Archived episodes the caller sees that have no run label, so are in no "
+        "run: give `run` when creating episodes to find them here.",
+    )
 
 
 class NumericSummary(BaseModel):

@@ -121,10 +121,7 @@ class Keyring:
         its refusal is one line rather than a traceback."""
         if self.required:
             if not self._configured:
-                log.warning(
-                    "WANDER_AUTH=keys and no key in WANDER_API_KEYS: every request needs a key "
-                    "created with `wander keys create`"
-                )
+                await self._warn_if_keyless()
             return
         try:
             refusal = await asyncio.to_thread(open_with_active_keys, self._source)
@@ -133,6 +130,21 @@ class Keyring:
             return
         if refusal:
             raise StartRefused(refusal)
+
+    async def _warn_if_keyless(self) -> None:
+        """Keys are required and none is listed in the settings: say so only when the
+        archive holds none either (no request can succeed until one is created)."""
+        try:
+            active = await asyncio.to_thread(self._source.list)
+        except DatabaseUnavailable as exc:
+            log.warning("could not check the archive for API keys: %s", exc)
+            return
+        if not active:
+            log.warning(
+                "WANDER_AUTH=keys and no key exists (none in WANDER_API_KEYS, none active in "
+                "the archive): every request will be refused until one is created with "
+                "`wander keys create`"
+            )
 
     async def _stored(self, hashed: str) -> Principal | None:
         seen = self._seen.get(hashed)

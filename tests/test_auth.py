@@ -270,6 +270,13 @@ async def test_runs_are_per_tenant_and_an_admin_sees_all(
             assert (
                 await api.delete(f"/v1/episodes/{episode['id']}", headers=headers)
             ).status_code == 204
+    unlabelled = await api.post(
+        "/v1/episodes", json={"env": "tictactoe"}, headers=bearer("beta-trainer")
+    )
+    gone = await api.delete(
+        f"/v1/episodes/{unlabelled.json()['episodes'][0]['id']}", headers=bearer("beta-trainer")
+    )
+    assert gone.status_code == 204
     await app.state.archiver.flush()
 
     for tenant in ("alpha", "beta"):
@@ -278,6 +285,7 @@ async def test_runs_are_per_tenant_and_an_admin_sees_all(
         assert [(r["run"], r["tenant"], r["episodes"]) for r in runs["runs"]] == [
             ("eval", tenant, 2)
         ]
+        assert (runs["tenant"], runs["unlabelled"]) == (tenant, int(tenant == "beta"))
         summary = (await api.get("/v1/runs/eval", headers=headers)).json()
         assert summary["episodes"] == 2
         page = (await api.get("/v1/runs/eval/episodes", headers=headers)).json()
@@ -292,6 +300,7 @@ async def test_runs_are_per_tenant_and_an_admin_sees_all(
     assert sorted((r["run"], r["tenant"]) for r in listed["runs"]) == [
         ("eval", "alpha"), ("eval", "beta")
     ]  # fmt: skip
+    assert (listed["tenant"], listed["unlabelled"]) == (None, 1)
     # An admin's summary and export of a label cover every tenant that used it.
     summary = (await api.get("/v1/runs/eval", headers=admin)).json()
     assert (summary["tenant"], summary["episodes"]) == (None, 4)

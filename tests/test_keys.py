@@ -5,6 +5,7 @@ its hash; revoking keeps the row; bad input is a clear error, never a traceback.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from wander.client.models import TENANT_PATTERN, KeyInfo, KeyRole, QuotaOverride
 from wander.service.archive import Archive, KeyBook, StoredKey
 from wander.service.archive.migrations import upgrade
 from wander.service.errors import DatabaseUnavailable, InvalidInput
+from wander.service.keyring import Keyring
 from wander.service.settings import Settings
 from wander.service.tenancy import DEFAULT_QUOTAS, TENANT, Quotas, Role, key_hash
 from wander.testing import free_port
@@ -70,6 +72,22 @@ def test_a_key_is_found_by_its_hash_and_never_stored(book: KeyBook, archive: Arc
     [row] = stored_rows(archive)
     assert row["hash"] == key_hash(secret)
     assert secret not in repr(row)
+
+
+async def test_a_service_requiring_keys_warns_only_when_none_exists(
+    book: KeyBook, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Keys required and none in WANDER_API_KEYS: a warning that no request can succeed,
+    unless the archive holds an active key (made with `wander keys create`)."""
+    keyring = Keyring(Settings(auth="keys"), book)
+    with caplog.at_level(logging.WARNING, logger="wander.service.keyring"):
+        await keyring.check_start()
+    assert "every request will be refused until one is created" in caplog.text
+    caplog.clear()
+    book.create("lab", Role.trainer)
+    with caplog.at_level(logging.WARNING, logger="wander.service.keyring"):
+        await keyring.check_start()
+    assert caplog.text == ""
 
 
 def test_a_keys_quotas_are_its_roles_with_its_overrides(book: KeyBook) -> None:

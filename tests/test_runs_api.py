@@ -141,11 +141,16 @@ async def test_paging_through_the_runs_yields_each_once_in_order(database_url: s
     assert [len(runs) for runs in pages] == [7, 7, 7, 7, 3]
     runs = [run for page in pages for run in page]
     assert [run["run"] for run in runs] == oldest_first(records)
-    assert everything == {"total": 31, "limit": 100, "offset": 0, "runs": runs}
+    assert everything == {
+        "total": 31, "limit": 100, "offset": 0, "runs": runs, "tenant": None, "unlabelled": 1,
+    }  # fmt: skip
     assert Counter({run["run"]: run["episodes"] for run in runs}) == Counter(
         record.run for record in records if record.run is not None
     )
-    assert last == {"total": 31, "limit": 100, "offset": 2**63 - 1, "runs": []}
+    assert last == {
+        "total": 31, "limit": 100, "offset": 2**63 - 1, "runs": [], "tenant": None,
+        "unlabelled": 1,
+    }  # fmt: skip
 
 
 async def test_a_service_without_keys_shows_every_tenants_runs(database_url: str) -> None:
@@ -154,12 +159,13 @@ async def test_a_service_without_keys_shows_every_tenants_runs(database_url: str
     records = [
         tictactoe_record(0, "win", run="eval", tenant="acme"),
         tictactoe_record(1, "loss", run="eval", tenant="globex"),
+        tictactoe_record(2, "draw", run=None, tenant="globex"),
     ]
     async with serving(database_url, records) as api:
         runs = (await api.get("/v1/runs")).json()
         summary = (await api.get("/v1/runs/eval")).json()
         page = (await api.get("/v1/runs/eval/episodes")).json()
-    assert runs["total"] == 2
+    assert (runs["total"], runs["tenant"], runs["unlabelled"]) == (2, None, 1)
     assert [(run["run"], run["tenant"], run["episodes"]) for run in runs["runs"]] == [
         ("eval", "acme", 1), ("eval", "globex", 1),
     ]  # fmt: skip

@@ -152,10 +152,12 @@ def play(
     config: ConfigOption = None,
     example: Annotated[int | None, typer.Option(help="Example index (default: random).")] = None,
     split: Annotated[str, typer.Option(help="The dataset split.")] = "eval",
+    run: Annotated[str, typer.Option(help="Run label for the archive.")] = "play",
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
 ) -> None:
-    """Play an episode yourself, in the terminal (type a cell number, or a whole answer)."""
+    """Play an episode yourself, in the terminal (type a cell number, or a whole answer);
+    archived under the run label --run ("play")."""
     from rich.console import Console
 
     from wander.client import AsyncWanderClient
@@ -167,7 +169,7 @@ def play(
     async def main() -> Any:
         async with AsyncWanderClient(url, api_key) as wander:
             [episode] = await wander.create(
-                env, config=parse_config(config), example=example, split=split
+                env, config=parse_config(config), example=example, split=split, run=run
             )
             while not episode.done:
                 await episode.step(await human.act(episode.messages))
@@ -198,9 +200,15 @@ def runs(
     with WanderClient(url, api_key) as wander:
         page = wander.runs(limit=limit, offset=offset)
     console = Console()
+    whose = f" of tenant {escape(printable(page.tenant))}" if page.tenant else ""
+    if page.unlabelled:
+        console.print(
+            f"{page.unlabelled} archived episode(s){whose} have no run label, so are in no "
+            "run: create episodes with a run label (run=..., --run) to find them here."
+        )
     if not page.runs:
-        empty = f"No runs past the first {offset}: the archive holds {page.total}."
-        console.print("No runs in the archive." if page.total == 0 else empty)
+        empty = f"No runs{whose} past the first {offset}: the archive holds {page.total}."
+        console.print(f"No runs{whose} in the archive." if page.total == 0 else empty)
         return
     table = Table("run", "episodes", "envs", "first created (UTC)", "last finished (UTC)")
     for info in page.runs:
@@ -216,7 +224,7 @@ def runs(
     console.print(table)
     end = offset + len(page.runs)
     more = f"; the next with --offset {end}" if end < page.total else ""
-    console.print(f"Runs {offset + 1} to {end} of {page.total}{more}")
+    console.print(f"Runs{whose} {offset + 1} to {end} of {page.total}{more}")
 
 
 @talks_to_service

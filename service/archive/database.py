@@ -175,8 +175,10 @@ class Archive:
         )
         runs = select(ArchivedEpisode.tenant, ArchivedEpisode.run).where(*labelled).distinct()
         count = select(func.count()).select_from(runs.subquery())
+        no_label = select(func.count()).where(*_scoped(ArchivedEpisode.run.is_(None), tenant))
         with self._available(), self.engine.connect() as connection:
             total = connection.execute(count).scalar_one()
+            unlabelled = connection.execute(no_label).scalar_one()
             rows = connection.execute(query).all()
             envs: dict[tuple[str | None, str], list[str]] = {}
             if rows:
@@ -199,7 +201,10 @@ class Archive:
             )
             for owner, run, episodes, first, last in rows
         ]
-        return RunsPage(total=total, limit=limit, offset=offset, runs=page)
+        return RunsPage(
+            total=total, limit=limit, offset=offset, runs=page, tenant=tenant,
+            unlabelled=unlabelled,
+        )  # fmt: skip
 
     def summary(self, run: str, *, tenant: str | None) -> RunSummary:
         """The summary of ``tenant``'s run ``run``; with ``tenant`` None, of the episodes
