@@ -239,6 +239,26 @@ def test_a_game_played_by_clicking_is_scored_and_archived(
             assert client.episodes(PLAYED).episodes[0].id == episode
 
 
+def test_a_63_bit_seed_is_sent_and_shown_to_the_last_digit(
+    browser: Any, live: ServiceProcess
+) -> None:
+    """JavaScript numbers hold 53 bits: a seed pasted into Play starts that very seed's
+    game, and the replay page shows it whole."""
+    seed = 2414846885924585508  # 2414846885924585500 as a number
+    with tab(browser) as page:
+        page.goto(f"{live.url}/console/#/play")
+        page.fill("input[name=seed]", str(seed))
+        page.get_by_role("button", name="Start").click()
+        heading = page.locator("[data-episode]")
+        heading.wait_for()
+        episode = heading.get_attribute("data-episode")
+        assert f"seed {seed} " in heading.inner_text()
+        assert httpx.get(f"{live.url}/v1/episodes/{episode}").json()["seed"] == seed
+        page.goto(f"{live.url}/console/#/episode/{episode}")
+        page.wait_for_selector(".episode-id")
+        assert f"seed {seed} " in page.locator("body").inner_text()
+
+
 def test_the_live_page_shows_steps_live_episodes_and_errors_by_code(
     browser: Any, live: ServiceProcess
 ) -> None:

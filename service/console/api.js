@@ -39,7 +39,7 @@ export async function request(path, { method = "GET", body, text = false } = {})
   const response = await fetch(url(path), {
     method,
     headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
+    body: body === undefined ? undefined : toJson(body),
   });
   if (!response.ok) {
     let error = { code: "http_error", message: `${response.status} ${response.statusText}` };
@@ -51,7 +51,22 @@ export async function request(path, { method = "GET", body, text = false } = {})
     throw new ApiError(response.status, error.code, error.message, error.details);
   }
   if (response.status === 204) return null;
-  return text ? response.text() : response.json();
+  return text ? response.text() : parseJson(await response.text());
+}
+
+/** Seeds are 63-bit integers, and a JavaScript number holds 53 bits: an integer past
+ * that is read as a BigInt, from its digits (JSON.parse's source text), and written
+ * back as its digits (JSON.rawJSON), so a seed shown or sent is the seed stored. */
+export function parseJson(text) {
+  return JSON.parse(text, (key, value, context) =>
+    typeof value === "number" && !Number.isSafeInteger(value) && /^-?\d+$/.test(context?.source ?? "")
+      ? BigInt(context.source)
+      : value);
+}
+
+/** JSON of `value`, its BigInts as their digits (see parseJson). */
+export function toJson(value, indent = undefined) {
+  return JSON.stringify(value, (key, item) => (typeof item === "bigint" ? JSON.rawJSON(item.toString()) : item), indent);
 }
 
 /** A query string from an object, leaving out empty values; arrays repeat the key. */

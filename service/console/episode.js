@@ -1,7 +1,7 @@
 // One episode, replayed: its transcript, step rewards and score; for tic-tac-toe a board
 // to step through move by move; for reverse_text and sql what the model was asked and did.
 
-import { ApiError, query, request, segment } from "./api.js";
+import { ApiError, query, request, segment, toJson } from "./api.js";
 import { meter } from "./charts.js";
 import { card, h, notice, num, table, when } from "./dom.js";
 import { boardView, positions } from "./tictactoe.js";
@@ -42,7 +42,7 @@ async function find(id, params) {
 export async function render(main, params) {
   const id = params.get("id");
   const { record, from } = await find(id, params);
-  const raw = URL.createObjectURL(new Blob([JSON.stringify(record, null, 2)], { type: "application/json" }));
+  const raw = URL.createObjectURL(new Blob([toJson(record, 2)], { type: "application/json" }));
   const trail = record.run ? [h("a", { href: `#/run/${segment(record.run)}` }, record.run), " / "] : [];
   main.append(
     h("h1", {}, h("a", { href: "#/runs" }, "Runs"), " / ", trail, h("span", { class: "episode-id" }, record.id)),
@@ -73,7 +73,7 @@ export function scoreCard(score) {
       h("td", { class: "num" }, num(score.weights?.[name]))))),
     h("h3", {}, "Metrics"),
     h("dl", { class: "metrics-list" }, Object.entries(score.metrics).map(([name, value]) => [
-      h("dt", {}, name), h("dd", { dataset: { metric: name } }, typeof value === "number" ? num(value, 4) : typeof value === "string" ? value : JSON.stringify(value))])));
+      h("dt", {}, name), h("dd", { dataset: { metric: name } }, typeof value === "number" ? num(value, 4) : typeof value === "string" ? value : toJson(value))])));
 }
 
 function rewardsCard(rewards) {

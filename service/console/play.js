@@ -48,7 +48,7 @@ function setupForm(playable, chosen, params, game, showError) {
   } },
   h("label", {}, "Environment ", envSelect), tictactoeOnly,
   h("label", {}, "Example ", h("input", { name: "example", type: "number", min: 0, step: 1, placeholder: "random", value: params.get("example") ?? "", size: 7 })),
-  h("label", {}, "Seed ", h("input", { name: "seed", type: "number", min: 0, step: 1, placeholder: "the example's", value: params.get("seed") ?? "", size: 10 })),
+  h("label", {}, "Seed ", h("input", { name: "seed", type: "text", inputmode: "numeric", pattern: "\\d{1,19}", title: "a whole number, 0 to 2^63 - 1", placeholder: "the example's", value: params.get("seed") ?? "", size: 20 })),
   h("label", {}, "Run ", h("input", { name: "run", type: "text", value: params.get("run") ?? "console", size: 14, required: true })),
   h("details", {}, h("summary", {}, "Config (JSON)"), h("textarea", { name: "config", rows: 3, cols: 40, spellcheck: "false" }, "{}")),
   h("button", { type: "submit" }, "Start"), info);
@@ -62,7 +62,7 @@ async function start(game, form, randomness, environments, showError) {
   if (env === "tictactoe") config = { min_random_move_prob: randomness, max_random_move_prob: randomness, ...config };
   const body = { env, config, run: fields.run.value.trim() };
   if (fields.example.value !== "") body.example = Number(fields.example.value);
-  if (fields.seed.value !== "") body.seed = Number(fields.seed.value);
+  if (fields.seed.value.trim() !== "") body.seed = BigInt(fields.seed.value.trim());  // 63 bits, exactly
   const { episodes: [episode] } = await request("v1/episodes", { method: "POST", body });
   const tools = environments.find((e) => e.name === env)?.tools ?? null;
   const messages = [...episode.observation];
