@@ -12,7 +12,9 @@ COPY client ./client
 COPY cli ./cli
 COPY migrations ./migrations
 COPY trainer ./trainer
-RUN pip install --no-cache-dir ".[service]"
+# The versions deploy/service.lock pins (`make lock`): two builds install the same.
+COPY deploy/service.lock ./deploy/
+RUN pip install --no-cache-dir -c deploy/service.lock ".[service]"
 
 FROM build AS trainer-build
 # vLLM too, at the version of the server it generates on (compose.yaml): TRL's client

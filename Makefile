@@ -6,7 +6,7 @@ PIP := $(BIN)/python -m pip install --quiet
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test test-fast test-lowest interop-venvs bench bench-scaling lint wheel screenshots clean
+.PHONY: serve test test-fast test-lowest interop-venvs bench bench-scaling lint wheel screenshots clean lock
 
 # The package installs editable in strict mode: a tree of links under build/ shaped as
 # the installed package, so that static tools (editors, basedpyright, import-linter)
@@ -67,6 +67,13 @@ interop-venvs: $(VENV)/.dev
 # (.venv-lowest, made afresh with uv; ~13 minutes on two cores): the floors are true.
 test-lowest:
 	bash tools/lowest_versions.sh .venv-lowest $(XDIST)
+
+# The versions the service's image installs (deploy/service.lock, read by the Dockerfile
+# as constraints), so that two builds install the same: run after changing a dependency.
+lock: $(VENV)/.dev
+	$(PIP) install --quiet uv
+	$(BIN)/uv pip compile pyproject.toml --extra service --universal --python-version 3.11 \
+	  --custom-compile-command "make lock" -o deploy/service.lock
 
 # The service benchmark matrix (a few minutes); results in bench/results/.
 bench: $(VENV)/.dev

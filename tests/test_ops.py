@@ -9,6 +9,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ import httpx
 import pytest
 import yaml
 from opentelemetry import trace
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.agents import answer
@@ -182,6 +185,31 @@ def test_two_workers_serve_one_episode_alike(two_workers: ServiceProcess) -> Non
     assert transcripts[0] == transcripts[1]
 
 
+def test_the_image_installs_the_locked_versions_of_every_service_requirement() -> None:
+    """deploy/service.lock pins each package the service extra needs, at a version
+    pyproject.toml allows (after a dependency changes, `make lock` brings it up to date),
+    and the Dockerfile installs under it."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [Requirement(text) for text in project["dependencies"]]
+    wanted += [
+        Requirement(text)
+        for text in project["optional-dependencies"]["service"]
+        if not text.startswith("wander-rl")
+    ]
+    pinned = {}
+    for line in (ROOT / "deploy/service.lock").read_text().splitlines():
+        if "==" in line and not line.startswith((" ", "#")):
+            name, version = line.split(";")[0].strip().split("==")
+            pinned[canonicalize_name(name)] = version
+    for requirement in wanted:
+        version = pinned.get(canonicalize_name(requirement.name))
+        assert version is not None, f"{requirement.name} is not in deploy/service.lock"
+        assert requirement.specifier.contains(version, prereleases=True), (requirement, version)
+    assert 'pip install --no-cache-dir -c deploy/service.lock ".[service]"' in (
+        ROOT / "Dockerfile"
+    ).read_text()
+
+
 def test_the_dockerfile_passes_hadolint() -> None:
     linter = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
     result = subprocess.run([linter, "Dockerfile"], cwd=ROOT, capture_output=True, text=True)
@@ -224,6 +252,18 @@ def test_compose_config_is_valid(compose: list[str]) -> None:
     ).stdout
     assert "service_completed_successfully" in rendered and "8000" in rendered
     assert "--appendonly" in rendered
+
+
+def test_compose_restarts_what_stops_and_takes_the_database_password(compose: list[str]) -> None:
+    services = rendered(compose, "compose.yaml", POSTGRES_PASSWORD="s3cret")["services"]
+    for name in ("redis", "postgres", "service", "proxy"):
+        assert services[name]["restart"] == "unless-stopped", name
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD"] == "s3cret"
+    for name in ("migrate", "service"):
+        url = services[name]["environment"]["WANDER_DATABASE_URL"]
+        assert url == "postgresql+psycopg://wander:s3cret@postgres:5432/wander", name
+    default = rendered(compose, "compose.yaml")["services"]["postgres"]["environment"]
+    assert default["POSTGRES_PASSWORD"] == "wander"
 
 
 def ports(service: dict[str, Any]) -> set[tuple[str | None, str, str]]:
