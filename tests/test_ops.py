@@ -205,9 +205,10 @@ def test_the_image_installs_the_locked_versions_of_every_service_requirement() -
         version = pinned.get(canonicalize_name(requirement.name))
         assert version is not None, f"{requirement.name} is not in deploy/service.lock"
         assert requirement.specifier.contains(version, prereleases=True), (requirement, version)
-    assert 'pip install --no-cache-dir -c deploy/service.lock ".[service]"' in (
-        ROOT / "Dockerfile"
-    ).read_text()
+    assert (
+        'pip install --no-cache-dir -c deploy/service.lock ".[service]"'
+        in (ROOT / "Dockerfile").read_text()
+    )
 
 
 def test_the_dockerfile_passes_hadolint() -> None:
