@@ -34,7 +34,7 @@ from wander.client.policies.tictactoe import MinimaxPolicy
 from wander.service.app import create_app
 from wander.service.archive.migrations import upgrade
 from wander.service.settings import Settings
-from wander.testing import ServiceProcess
+from wander.testing import ServiceProcess, wait_until
 
 RUN = "console/e2e"  # a slash, as labels such as org/model/1 have
 PLAYED = "console-played"
@@ -303,6 +303,10 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[
                 while not episode.done:
                     episode.step(f"<move>{episode.info['board'].index('.')}</move>")
                 archived(client, f"{tenant}-run", 1)
+        with WanderClient(process.url, keys["acme"]) as client:
+            [unlabelled] = client.create("tictactoe", example=0)
+            unlabelled.delete()
+            wait_until(lambda: client.runs().unlabelled == 1, "the unlabelled episode archived")
         proxy = nginx(folder / "proxy", process.port, tls=False) if NGINX else nullcontext()
         with proxy as through:
             yield (through.http if through else process.url), keys
@@ -324,6 +328,10 @@ def test_with_keys_the_console_asks_for_one_and_shows_only_its_tenant(
         page.wait_for_selector("table.runs")
         assert page.locator("table.runs tbody tr").all_inner_texts()[0].startswith("acme-run")
         assert page.locator("table.runs tbody tr").count() == 1  # not globex's run
+        assert (
+            "1 archived episode has no run label of tenant acme, so it is in no run"
+            in page.locator("main").inner_text()
+        )
         page.goto(f"{url}/console/#/live")
         page.wait_for_selector(".notice.error")
         assert "only an admin key" in page.locator("main").inner_text()

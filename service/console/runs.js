@@ -9,8 +9,14 @@ export async function render(main, params) {
   const offset = Math.max(0, Number(params.get("offset") ?? 0) || 0);
   const page = await request(`v1/runs${query({ limit: LIMIT, offset })}`);
   main.append(h("h1", {}, "Runs"));
+  const whose = page.tenant ? ` of tenant ${page.tenant}` : "";
+  if (page.unlabelled) {
+    const one = page.unlabelled === 1;
+    main.append(notice("info", `${page.unlabelled} archived episode${one ? " has" : "s have"} no run label${whose}, so ${one ? "it is" : "they are"} in no run: give episodes a run label when you create them (`,
+      h("code", {}, "run"), " in the API, ", h("code", {}, "--run"), " in the CLI) to find them here."));
+  }
   if (!page.total) {
-    main.append(notice("info", "No run in the archive yet. Episodes created with a run label appear here once they end: ",
+    main.append(notice("info", `No run${whose} in the archive yet. Episodes created with a run label appear here once they end: `,
       h("code", {}, "wander eval tictactoe --policy minimax -n 20 --run demo"), ", or a game on the ", h("a", { href: "#/play" }, "Play"), " page."));
     return;
   }
