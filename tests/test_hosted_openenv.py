@@ -21,12 +21,15 @@ from typing import Any
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import redis_keys
 from tests.interop import interop_venv
 from tests.test_openenv_interop import Client
-from wander.testing import ServiceProcess
+from wander.cli import app as cli
+from wander.client import WanderClient
+from wander.testing import ServiceProcess, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTED = "guess=tests.openenv_envs:GuessNumber,drift=tests.openenv_envs:Drifting"
@@ -281,3 +284,42 @@ def test_openenv_s_own_template_is_hosted_with_the_rewards_of_openenv_s_server(
     for mine, their in zip(ours["steps"], theirs["steps"], strict=True):
         echoed = json.loads(mine["observation"]["messages"][-1]["content"])
         assert echoed == {**their["observation"], "metadata": their["metadata"]}
+
+
+def test_grpo_trains_two_steps_on_a_hosted_environment(
+    service: ServiceProcess, tmp_path: Path
+) -> None:
+    """`wander train grpo` with `env = "openenv/guess"`: the tiny model's rollouts are
+    played on the hosted environment like any other's (its replies are not GuessActions:
+    each is an invalid step, said and counted, until the completion budget ends it)."""
+    config = tmp_path / "guess.toml"
+    config.write_text(f"""
+model = "tiny"
+env = "openenv/guess"
+examples = 4
+run = "grpo-hosted"
+output_dir = "{tmp_path / "out"}"
+max_completion_length = 24
+[sampling]
+max_tokens_per_turn = 8
+[grpo]
+num_generations = 2
+generation_batch_size = 4
+per_device_train_batch_size = 4
+max_steps = 2
+logging_steps = 1
+save_strategy = "no"
+use_cpu = true
+""")
+    trained = CliRunner(env={"COLUMNS": "200"}).invoke(
+        cli, ["train", "grpo", "--config", str(config), "--url", service.url]
+    )
+    assert trained.exit_code == 0, trained.output
+    with WanderClient(service.url) as client:
+        wait_until(
+            lambda: any(r.run == "grpo-hosted" and r.episodes >= 8 for r in client.runs().runs),
+            "the hosted run's 8 episodes archived",
+        )
+        page = client.episodes("grpo-hosted", limit=100)
+    assert page.total == 8 and {e.env for e in page.episodes} == {"openenv/guess"}
+    assert all(e.turn >= 1 for e in page.episodes)
