@@ -443,14 +443,15 @@ def test_reward_weights_are_the_configs_or_the_environments(
 
 
 def train_command(
-    config: Path, url: str, tmp_path: Path, max_steps: int, model: str = "tiny", **grpo: Any
-) -> list[str]:
-    """``wander train grpo`` on the digits environment, with the tiny model unless
-    ``model`` names another."""
+    config: Path, url: str, tmp_path: Path, max_steps: int, model: str = "tiny",
+    env: str = "digits", **grpo: Any,
+) -> list[str]:  # fmt: skip
+    """``wander train grpo`` on ``env`` (the digits environment unless it names another),
+    with the tiny model unless ``model`` names another."""
     options = "\n".join(f"{key} = {json.dumps(value)}" for key, value in grpo.items())
     config.write_text(f"""
 model = "{model}"
-env = "digits"
+env = "{env}"
 examples = 8
 run = "{config.stem}"
 output_dir = "{tmp_path / "out"}"

@@ -21,11 +21,12 @@ from typing import Any
 
 import httpx
 import pytest
-from typer.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
+from typer.testing import CliRunner
 
 from tests.conftest import redis_keys
 from tests.interop import interop_venv
+from tests.test_grpo import train_command
 from tests.test_openenv_interop import Client
 from wander.cli import app as cli
 from wander.client import WanderClient
@@ -292,34 +293,17 @@ def test_grpo_trains_two_steps_on_a_hosted_environment(
     """`wander train grpo` with `env = "openenv/guess"`: the tiny model's rollouts are
     played on the hosted environment like any other's (its replies are not GuessActions:
     each is an invalid step, said and counted, until the completion budget ends it)."""
-    config = tmp_path / "guess.toml"
-    config.write_text(f"""
-model = "tiny"
-env = "openenv/guess"
-examples = 4
-run = "grpo-hosted"
-output_dir = "{tmp_path / "out"}"
-max_completion_length = 24
-[sampling]
-max_tokens_per_turn = 8
-[grpo]
-num_generations = 2
-generation_batch_size = 4
-per_device_train_batch_size = 4
-max_steps = 2
-logging_steps = 1
-save_strategy = "no"
-use_cpu = true
-""")
-    trained = CliRunner(env={"COLUMNS": "200"}).invoke(
-        cli, ["train", "grpo", "--config", str(config), "--url", service.url]
-    )
+    command = train_command(
+        tmp_path / "grpo-hosted.toml", service.url, tmp_path, 2, env="openenv/guess",
+        save_strategy="no", use_cpu=True,
+    )  # fmt: skip
+    trained = CliRunner(env={"COLUMNS": "200"}).invoke(cli, command)
     assert trained.exit_code == 0, trained.output
     with WanderClient(service.url) as client:
         wait_until(
-            lambda: any(r.run == "grpo-hosted" and r.episodes >= 8 for r in client.runs().runs),
-            "the hosted run's 8 episodes archived",
+            lambda: any(r.run == "grpo-hosted" and r.episodes >= 16 for r in client.runs().runs),
+            "the hosted run's 16 episodes archived",
         )
         page = client.episodes("grpo-hosted", limit=100)
-    assert page.total == 8 and {e.env for e in page.episodes} == {"openenv/guess"}
+    assert page.total == 16 and {e.env for e in page.episodes} == {"openenv/guess"}
     assert all(e.turn >= 1 for e in page.episodes)
