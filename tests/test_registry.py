@@ -68,15 +68,19 @@ async def test_with_reasoning_gym_installed_nothing_is_unavailable(api: httpx.As
 
 
 def test_wander_envs_names_what_a_service_without_the_extra_lacks(tmp_path: Path) -> None:
-    """A real `wander serve` whose Python cannot import reasoning-gym (a stand-in package
-    that fails to import, first on its path), and the `wander envs` a user would run."""
+    """A real `wander serve` whose Python cannot import reasoning-gym, nor the numpy and
+    sympy it brings (as after `make serve`: stand-in packages that fail to import, first
+    on its path), and the `wander envs` a user would run."""
     from wander.cli import app as cli
 
-    shim = tmp_path / "shim" / "reasoning_gym"
-    shim.mkdir(parents=True)
-    (shim / "__init__.py").write_text("raise ImportError('reasoning-gym is not installed')\n")
+    shims = tmp_path / "shim"
+    for missing in ("reasoning_gym", "numpy", "sympy"):
+        (shims / missing).mkdir(parents=True)
+        (shims / missing / "__init__.py").write_text(
+            f"raise ModuleNotFoundError({f'No module named {missing!r}'!r}, name={missing!r})\n"
+        )
     env = {
-        "PYTHONPATH": str(shim.parent),
+        "PYTHONPATH": str(shims),
         "WANDER_REDIS_URL": "",
         "WANDER_DATABASE_URL": f"sqlite:///{tmp_path}/archive.db",
     }

@@ -41,8 +41,9 @@ class Registry(Mapping[str, Environment]):
             try:
                 loaded = entry.load()()
             except (EnvironmentUnavailable, ImportError) as exc:
-                log.warning("environments %r are not offered: %s", entry.name, exc)
-                unavailable[entry.name] = str(exc)
+                why = _why(exc)
+                log.warning("environments %r are not offered: it %s", entry.name, why)
+                unavailable[entry.name] = why
                 continue
             except Exception:
                 log.exception("environment %r (%s) failed to load", entry.name, entry.value)
@@ -65,3 +66,12 @@ class Registry(Mapping[str, Environment]):
 
     def __len__(self) -> int:
         return len(self._envs)
+
+
+def _why(exc: Exception) -> str:
+    """Why an entry point's environments are absent, as "it ..." reads it."""
+    if isinstance(exc, EnvironmentUnavailable):
+        return str(exc)
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        return f"needs the module {exc.name!r}, which cannot be imported here"
+    return f"cannot be imported here: {exc}"

@@ -39,7 +39,6 @@ from wander.sdk import (
 )
 from wander.service.envs.guard import own_code, reportable
 from wander.service.envs.rg_bounds import Bound, option_bounds
-from wander.service.envs.rg_scoring import SCORERS
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +144,7 @@ class ReasoningGymEnv(Environment[RGConfig]):
         generator = self.generator(config, state["split"])
         item = self.entry(config, state["split"], state["index"])
         answer = state["answer"] or None
-        scorer = SCORERS.get(self.dataset)
+        scorer = _scorers().get(self.dataset)
         try:
             if scorer is None:
                 correct = float(generator.score_answer(answer, item))
@@ -212,6 +211,15 @@ def _validate(config_class: type, options: dict[str, Any]) -> None:
         config.validate()
 
 
+def _scorers() -> dict[str, Any]:
+    """Wander's own scorers of the datasets whose scorer evaluates text (``rg_scoring``),
+    imported once reasoning-gym is known to be here: they need its numpy and sympy, and
+    an install without them must hear that reasoning-gym is missing, not numpy."""
+    from wander.service.envs.rg_scoring import SCORERS
+
+    return SCORERS
+
+
 def environments() -> list[ReasoningGymEnv]:
     """One environment per reasoning-gym dataset (the package is an optional extra)."""
     try:
@@ -220,6 +228,7 @@ def environments() -> list[ReasoningGymEnv]:
         raise EnvironmentUnavailable(
             f"needs the reasoning-gym package, which is not installed: {install_command('rg')}"
         ) from None
+    _scorers()  # imported here, in the fork server too, before any call
     envs = []
     for name, (_, config_class) in sorted(DATASETS.items()):
         try:
