@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib.util
 import json
 import signal
+import sys
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, NoReturn, ParamSpec, TypeVar
 
@@ -126,15 +128,33 @@ def talks_to_service(command: Callable[P, R]) -> Callable[P, R]:
     return run
 
 
+SERVICE_MODULES = (
+    "fastapi", "uvicorn", "pydantic_settings", "redis", "cachetools", "sqlalchemy", "alembic",
+    "psycopg", "prometheus_client", "pythonjsonlogger", "orjson",
+)  # fmt: skip
+"""What the ``service`` extra installs, by import name: all are needed to serve, and another
+extra may bring some of them (verifiers brings pydantic-settings)."""
+
+
+def _importable(name: str) -> bool:
+    """Whether module ``name`` is there, without importing it (one set to None in
+    ``sys.modules`` is not: how a package is made missing without uninstalling it)."""
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    return importlib.util.find_spec(name) is not None
+
+
 def service_settings() -> Any:
-    """The service's settings; a clear error where only the client is installed."""
-    try:
-        from wander.service.settings import Settings
-    except ImportError as exc:
+    """The service's settings; a clear error where the service extra is not installed."""
+    missing = [name for name in SERVICE_MODULES if not _importable(name)]
+    if missing:
         raise typer.BadParameter(
-            f"the service is not installed ({exc.name} is missing): {install_command('service')}"
-        ) from exc
+            f"the service is not installed ({', '.join(missing)} missing): "
+            f"{install_command('service')}"
+        )
     from pydantic import ValidationError
+
+    from wander.service.settings import Settings
 
     try:
         return Settings()

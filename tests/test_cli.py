@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 from tests.agents import perfect_agent, random_agent
 from tests.records import many_runs, oldest_first
 from wander.cli import app
+from wander.extras import install_command
 from wander.testing import ServiceProcess, free_port
 
 runner = CliRunner(env={"COLUMNS": "200"})  # usage errors are boxed; no wrapping inside
@@ -29,6 +31,22 @@ def test_serve_refuses_several_workers_on_the_in_process_store(
     result = runner.invoke(app, ["serve", "--workers", "2"])
     assert result.exit_code == 2
     assert "WANDER_REDIS_URL" in result.output
+
+
+def test_serve_names_the_service_packages_missing_and_how_to_install_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As in a venv made for the Verifiers taskset, which brings pydantic-settings but not
+    the rest of the service."""
+    monkeypatch.setitem(sys.modules, "sqlalchemy", None)
+    monkeypatch.setitem(sys.modules, "alembic", None)
+    result = runner.invoke(app, ["serve"])
+    assert result.exit_code == 2
+    said = " ".join(result.output.replace("│", " ").split())
+    assert (
+        f"the service is not installed (sqlalchemy, alembic missing): {install_command('service')}"
+        in said
+    )
 
 
 def test_db_upgrade_current_and_downgrade(empty_database_url: str) -> None:

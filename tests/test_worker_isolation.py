@@ -28,6 +28,7 @@ import pytest
 from tests.helpers import plugin_service
 from wander.service.envs import Registry
 from wander.service.sandbox.fairness import FairSlots
+from wander.service.sandbox.launcher import worker_environment
 from wander.testing import ServiceProcess
 
 DEADLINE = 1.5
@@ -244,3 +245,18 @@ async def test_one_tenant_cannot_starve_another(tenants: dict[str, httpx.AsyncCl
         f"{slowest * 1e3:.0f} ms; env_busy: 0"
     )
     assert slowest < alone + DEADLINE + SLACK
+
+
+def test_the_fork_server_gets_only_harmless_variables_with_paths_made_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It runs in a folder of its own: a relative PYTHONPATH entry (`PYTHONPATH=.`, where a
+    hosted environment's module lies) is resolved where the service was started."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", f".{os.pathsep}/opt/lib{os.pathsep}")
+    monkeypatch.setenv("WANDER_OPENENV", "guess=my_envs:GuessNumber")
+    monkeypatch.setenv("WANDER_DATABASE_URL", "postgresql://u:secret@db/w")
+    given = worker_environment(tmp_path / "server")
+    assert given["PYTHONPATH"] == f"{tmp_path}{os.pathsep}/opt/lib"
+    assert given["WANDER_OPENENV"] == "guess=my_envs:GuessNumber"
+    assert "WANDER_DATABASE_URL" not in given

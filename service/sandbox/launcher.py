@@ -51,6 +51,9 @@ def worker_environment(directory: Path) -> dict[str, str]:
     a fork copies one thread), its own directory as home and temp, and the allocator
     that makes forks cheap (``FAST_FORKS``)."""
     passed = {name: os.environ[name] for name in PASSED_VARIABLES if name in os.environ}
+    if "PYTHONPATH" in passed:  # the fork server runs in ``directory``: "." would be there
+        paths = passed["PYTHONPATH"].split(os.pathsep)
+        passed["PYTHONPATH"] = os.pathsep.join(os.path.abspath(path) for path in paths if path)
     threads = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
     home = str(directory)
     return {**passed, **threads, **FAST_FORKS, "HOME": home, "TMPDIR": home,

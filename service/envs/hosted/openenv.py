@@ -102,7 +102,14 @@ def environments() -> list[Environment[Any]]:
         ) from None
     hosted: list[Environment[Any]] = []
     for spec in specs:
-        cls = getattr(importlib.import_module(spec.module), spec.cls, None)
+        try:
+            module = importlib.import_module(spec.module)
+        except ImportError as exc:
+            raise EnvironmentUnavailable(
+                f"{VARIABLE} names {spec.module}:{spec.cls}, which cannot be imported here "
+                f"({exc}): is its folder on PYTHONPATH?"
+            ) from None
+        cls = getattr(module, spec.cls, None)
         if not (isinstance(cls, type) and issubclass(cls, OpenEnvEnvironment)):
             raise EnvironmentUnavailable(
                 f"{spec.module}:{spec.cls} is not an OpenEnv Environment subclass"
