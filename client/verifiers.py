@@ -4,7 +4,7 @@ Verifiers finds a taskset by importing the top-level module named after its id a
 taking the one ``Taskset`` subclass (and the ``Env`` subclass) in its ``__all__``:
 ``cli/__init__.py`` (the package ``wander``) exports ``WanderTaskset`` and ``WanderEnv``
 from here, lazily, so that the base install never imports verifiers
-(``pip install 'wander-rl[verifiers]'`` brings it).
+(the ``verifiers`` extra brings it).
 
 - A task is one example of a split of one environment (``examples`` of them, from 0).
 - ``WanderEnv`` plays the user: it creates the task's episode over REST, opens the
