@@ -148,9 +148,9 @@ def service_settings() -> Any:
     """The service's settings; a clear error where the service extra is not installed."""
     missing = [name for name in SERVICE_MODULES if not _importable(name)]
     if missing:
+        which = f" ({', '.join(missing)} missing)" if len(missing) <= 3 else ""  # else: none is
         raise typer.BadParameter(
-            f"the service is not installed ({', '.join(missing)} missing): "
-            f"{install_command('service')}"
+            f"the service is not installed{which}: {install_command('service')}"
         )
     from pydantic import ValidationError
 

@@ -52,4 +52,5 @@ def test_the_base_install_is_a_working_client(live: ServiceProcess, tmp_path: Pa
     )
     assert help_text.returncode == 2
     # installed from this checkout: the hint installs the extra from it (no index has it)
-    assert f"pip install '{ROOT}[service]'" in " ".join(help_text.stderr.split())
+    said = " ".join(help_text.stderr.replace("│", " ").split())  # the box, however it wraps
+    assert f"the service is not installed: pip install '{ROOT}[service]'" in said

@@ -36,6 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 HOSTED = "guess=tests.openenv_envs:GuessNumber,drift=tests.openenv_envs:Drifting"
 ECHO = "echo=echo_probe.server.echo_probe_environment:EchoProbeEnvironment"
 LIVE_EPISODES = 4
+TIMEOUT = 120
+"""Seconds a request may take: a service's first environment call starts its fork server,
+which imports every environment (seconds, more on a machine busy with other tests)."""
 """Episodes whose worker a service keeps live (``WANDER_ENV_LIVE_EPISODES``)."""
 pytestmark = pytest.mark.timeout(900)  # a first run builds the venv: minutes
 
@@ -87,7 +90,7 @@ def service(python: Path, shared: dict[str, str]) -> Iterator[ServiceProcess]:
 
 
 def create(service: ServiceProcess, env: str = "openenv/guess", **body: Any) -> dict[str, Any]:
-    response = httpx.post(f"{service.url}/v1/episodes", json={"env": env, **body})
+    response = httpx.post(f"{service.url}/v1/episodes", json={"env": env, **body}, timeout=TIMEOUT)
     assert response.status_code == 201, response.text
     created: dict[str, Any] = response.json()["episodes"][0]
     return created
@@ -97,7 +100,7 @@ def step(service: ServiceProcess, episode_id: str, turn: int, content: str) -> h
     return httpx.post(
         f"{service.url}/v1/episodes/{episode_id}/step",
         json={"turn": turn, "action": {"role": "assistant", "content": content}},
-        timeout=30,
+        timeout=TIMEOUT,
     )
 
 
@@ -123,7 +126,7 @@ def halving(service: ServiceProcess, episode_id: str, turn: int = 0) -> list[int
 
 
 def record(service: ServiceProcess, episode_id: str) -> dict[str, Any]:
-    response = httpx.get(f"{service.url}/v1/episodes/{episode_id}")
+    response = httpx.get(f"{service.url}/v1/episodes/{episode_id}", timeout=TIMEOUT)
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     return body

@@ -22,13 +22,23 @@ from wander.testing import free_port
 
 STORE_KINDS = ["memory", "redis", "cluster"]
 TTL = 1.0
-"""Seconds: the idle TTL of the contract's tests; a sleep of ``WAIT`` stays within it
-(by 0.4 s, for a busy machine), and two pass it."""
+"""Seconds: the idle TTL of the tests of expiry (``expiring``); a sleep of ``WAIT`` stays
+within it (by 0.4 s, for a busy machine), and two pass it."""
 WAIT = 0.6
+LONG_TTL = 600.0
+"""The idle TTL of the other tests: nothing of theirs expires, however busy the machine."""
 
 
 @pytest.fixture
 async def store(settings: Settings) -> AsyncIterator[EpisodeStore]:
+    store = open_store(settings.model_copy(update={"episode_ttl_seconds": LONG_TTL}))
+    yield store
+    await store.aclose()
+
+
+@pytest.fixture
+async def expiring(settings: Settings) -> AsyncIterator[EpisodeStore]:
+    """A store whose episodes expire ``TTL`` seconds after their last use."""
     store = open_store(settings.model_copy(update={"episode_ttl_seconds": TTL}))
     yield store
     await store.aclose()
@@ -60,13 +70,13 @@ async def test_concurrent_writers_of_one_version_exactly_one_wins(store: Episode
     assert await store.load("a") == Versioned(f"w{winner}".encode(), 2)
 
 
-async def test_idle_episodes_expire_and_use_refreshes_them(store: EpisodeStore) -> None:
-    await store.add({"idle": b"x", "used": b"y"}, "tictactoe")
+async def test_idle_episodes_expire_and_use_refreshes_them(expiring: EpisodeStore) -> None:
+    await expiring.add({"idle": b"x", "used": b"y"}, "tictactoe")
     await asyncio.sleep(WAIT)
-    assert await store.load("used") is not None  # refreshes its TTL
+    assert await expiring.load("used") is not None  # refreshes its TTL
     await asyncio.sleep(WAIT)
-    assert await store.load("used") is not None
-    assert await store.load("idle") is None
+    assert await expiring.load("used") is not None
+    assert await expiring.load("idle") is None
 
 
 async def test_a_ttl_below_a_second_is_kept_to_the_millisecond(settings: Settings) -> None:
@@ -81,19 +91,19 @@ async def test_a_ttl_below_a_second_is_kept_to_the_millisecond(settings: Setting
         await store.aclose()
 
 
-async def test_live_episodes_count_until_they_finish_or_expire(store: EpisodeStore) -> None:
-    await store.add({"a": b"1", "b": b"2"}, "tictactoe")
-    await store.add({"c": b"3"}, "other")
-    assert await store.live() == {"tictactoe": 2, "other": 1}
-    assert await store.replace("a", 1, b"done", archive=b"record")  # finished
-    assert await store.replace("b", 1, b"going on")  # no record: still live
-    assert await store.live() == {"tictactoe": 1, "other": 1}
+async def test_live_episodes_count_until_they_finish_or_expire(expiring: EpisodeStore) -> None:
+    await expiring.add({"a": b"1", "b": b"2"}, "tictactoe")
+    await expiring.add({"c": b"3"}, "other")
+    assert await expiring.live() == {"tictactoe": 2, "other": 1}
+    assert await expiring.replace("a", 1, b"done", archive=b"record")  # finished
+    assert await expiring.replace("b", 1, b"going on")  # no record: still live
+    assert await expiring.live() == {"tictactoe": 1, "other": 1}
     await asyncio.sleep(WAIT)
-    assert await store.load("b") is not None  # refreshes its TTL, not "c"'s
+    assert await expiring.load("b") is not None  # refreshes its TTL, not "c"'s
     await asyncio.sleep(WAIT)
-    assert await store.live() == {"tictactoe": 1, "other": 0}
+    assert await expiring.live() == {"tictactoe": 1, "other": 0}
     await asyncio.sleep(WAIT)
-    assert await store.live() == {"tictactoe": 0, "other": 0}
+    assert await expiring.live() == {"tictactoe": 0, "other": 0}
 
 
 async def test_writes_append_to_the_log_in_order(store: EpisodeStore) -> None:
@@ -128,15 +138,17 @@ async def test_a_record_with_log_is_queued_around_the_log_it_leaves(store: Episo
     assert records == [b'{"id":"a","messages":[{"m":0},1,2,"3"]}', b'<[{"m":0}]>']
 
 
-async def test_reads_and_writes_keep_the_log_as_long_as_the_document(store: EpisodeStore) -> None:
-    await store.add({"idle": b"x", "read": b"y", "written": b"z"}, "tictactoe", log=[b"0"])
+async def test_reads_and_writes_keep_the_log_as_long_as_the_document(
+    expiring: EpisodeStore,
+) -> None:
+    await expiring.add({"idle": b"x", "read": b"y", "written": b"z"}, "tictactoe", log=[b"0"])
     for version in (1, 2):
         await asyncio.sleep(WAIT)  # past the first TTL at the second round
-        assert await store.load("read") is not None
-        assert await store.replace("written", version, b"z", append=[b"+"])
-    assert await store.load("read", log=True) == Versioned(b"y", 1, [b"0"])
-    assert await store.load("written", log=True) == Versioned(b"z", 3, [b"0", b"+", b"+"])
-    assert await store.load("idle", log=True) is None
+        assert await expiring.load("read") is not None
+        assert await expiring.replace("written", version, b"z", append=[b"+"])
+    assert await expiring.load("read", log=True) == Versioned(b"y", 1, [b"0"])
+    assert await expiring.load("written", log=True) == Versioned(b"z", 3, [b"0", b"+", b"+"])
+    assert await expiring.load("idle", log=True) is None
 
 
 async def test_redis_forgets_an_episode_and_its_log_together(
@@ -214,17 +226,17 @@ async def test_finishing_an_episode_gives_its_quota_back(store: EpisodeStore) ->
     assert await store.tenant_usage("u") == Usage(0, 0)
 
 
-async def test_expired_episodes_give_their_quota_back(store: EpisodeStore) -> None:
-    await store.add(episodes("idle", "used"), "tictactoe", tenant="t", metadata_bytes=7)
+async def test_expired_episodes_give_their_quota_back(expiring: EpisodeStore) -> None:
+    await expiring.add(episodes("idle", "used"), "tictactoe", tenant="t", metadata_bytes=7)
     await asyncio.sleep(WAIT)
-    assert await store.load("used") is not None  # refreshes its TTL, not "idle"'s
+    assert await expiring.load("used") is not None  # refreshes its TTL, not "idle"'s
     await asyncio.sleep(WAIT)
     # No usage read first: the add itself counts "idle" out before deciding.
-    await store.add(episodes("new"), "tictactoe", tenant="t", metadata_bytes=7, max_live=2)
-    assert await store.tenant_usage("t") == Usage(2, 14)
+    await expiring.add(episodes("new"), "tictactoe", tenant="t", metadata_bytes=7, max_live=2)
+    assert await expiring.tenant_usage("t") == Usage(2, 14)
     await asyncio.sleep(2 * WAIT)
-    assert await store.tenant_usage("t") == Usage(0, 0)
-    assert await store.live() == {"tictactoe": 0}
+    assert await expiring.tenant_usage("t") == Usage(0, 0)
+    assert await expiring.live() == {"tictactoe": 0}
 
 
 async def test_tenants_are_counted_apart(store: EpisodeStore) -> None:
