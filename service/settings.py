@@ -127,8 +127,9 @@ class Settings(BaseSettings):
         description="User ids of the environment workers (`first-last`, as root): each live "
         "worker runs as one of its own, so none can signal, trace or read another. Pick ids "
         "no user or service of the machine has; never 0. Up to three times `env_workers` "
-        "workers live at once (those running calls, and those forked ahead of need), so "
-        "give it more than that.",
+        "workers live at once (those running calls, and those forked ahead of need), and "
+        "`env_live_episodes` more kept for hosted environments' episodes, so give it more "
+        "than that.",
     )
     database_url: str = Field(
         "sqlite:///wander.db",

@@ -167,9 +167,13 @@ def test_an_invalid_action_is_said_and_counted_without_stepping(service: Service
     assert body["done"] is False and body["reward"] == 0.0
     assert body["info"] == {"steps": 0, "invalid_actions": 1, "done": False}
     assert body["observation"][0]["content"].startswith("Not an action of GuessAction (guess)")
-    played = halving(service, episode["id"], turn=1)
+    deep = step(service, episode["id"], 1, "[" * 50_000)  # past the JSON parser's depth
+    assert deep.status_code == 200 and deep.json()["observation"][0]["content"] == (
+        "Not an action: reply with a JSON object of GuessAction (guess)."
+    )
+    played = halving(service, episode["id"], turn=2)
     score = httpx.get(f"{service.url}/v1/episodes/{episode['id']}/score").json()
-    assert score["metrics"] == {"steps": len(played), "invalid_actions": 1}
+    assert score["metrics"] == {"steps": len(played), "invalid_actions": 2}
     assert score["done"] is True and score["total"] == 1.0
 
 

@@ -213,7 +213,7 @@ class HostedOpenEnv(Hosted[HostedOpenEnvConfig]):
         text = content if isinstance(content, str) else ""
         try:
             data = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             data = None
         if not isinstance(data, dict):
             if self._text_field is None:
