@@ -11,6 +11,7 @@ from wander.client.aio import AsyncWanderClient
 from wander.client.episode import AsyncEpisode, Episode
 from wander.client.error_codes import ErrorCode
 from wander.client.errors import (
+    ArchiveBacklog,
     ArchiveStalled,
     BadRequest,
     Conflict,
@@ -62,6 +63,7 @@ from wander.client.sync import WanderClient
 
 __all__ = [
     "NO_RETRY",
+    "ArchiveBacklog",
     "ArchiveStalled",
     "ArchivedEpisodesPage",
     "AssistantMessage",

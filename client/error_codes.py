@@ -66,6 +66,7 @@ class ErrorCode(StrEnum):
     ENV_BUSY = "env_busy", 503, True, "every environment worker stayed busy"
     SERVER_BUSY = "server_busy", 503, True, "the process holds all the connections it may"
     ARCHIVE_STALLED = "archive_stalled", 503, True, "archiving has failed for a while"
+    ARCHIVE_BACKLOG = "archive_backlog", 503, True, "the archive's backlog is past its bound"
     HTTP_ERROR = "http_error", 400, False, "another HTTP error raised by the framework"
 
     @classmethod

@@ -157,6 +157,11 @@ class ArchiveStalled(ServiceUnavailable):
     answers (``/readyz``)."""
 
 
+class ArchiveBacklog(ServiceUnavailable):
+    """503 ``archive_backlog``: more finished episodes wait for the archive than the
+    service allows; creating waits (retried with ``Retry-After``), steps go on."""
+
+
 ERRORS_BY_CODE: dict[ErrorCode, type[WanderAPIError]] = {
     ErrorCode.BAD_REQUEST: BadRequest,
     ErrorCode.UNAUTHORIZED: Unauthorized,
@@ -186,6 +191,7 @@ ERRORS_BY_CODE: dict[ErrorCode, type[WanderAPIError]] = {
     ErrorCode.ENV_BUSY: EnvBusy,
     ErrorCode.SERVER_BUSY: ServiceUnavailable,
     ErrorCode.ARCHIVE_STALLED: ArchiveStalled,
+    ErrorCode.ARCHIVE_BACKLOG: ArchiveBacklog,
     ErrorCode.HTTP_ERROR: WanderAPIError,  # its status says more: typed by ERRORS_BY_STATUS
 }
 """The class of each code; ``tests/test_error_table.py`` checks that none is missing."""

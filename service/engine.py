@@ -27,6 +27,7 @@ from typing import Any
 from wander.client.error_codes import ErrorCode
 from wander.client.models import Action, BatchStepItem, CreateEpisodesRequest
 from wander.service import metrics
+from wander.service.backpressure import BacklogGate
 from wander.service.catalog import Catalog, parse_config
 from wander.service.envs.sdk import Message
 from wander.service.envs.seeding import canonical_json, example_seed
@@ -108,6 +109,8 @@ class Engine:
         self.settings = settings
         self.sandbox = Sandbox(settings)
         """Where environment code runs: every reset, step and score goes through it."""
+        self.backlog = BacklogGate(store, settings.archive_backlog_max)
+        """New episodes wait while the archive's backlog is past its bound."""
 
     async def aclose(self) -> None:
         """Stop the environment workers."""
@@ -117,6 +120,7 @@ class Engine:
         self, request: CreateEpisodesRequest, principal: Principal = OPEN
     ) -> list[NewEpisodeDict]:
         """Reset one example and store ``n`` episodes of it: a group sharing example and seed."""
+        await self.backlog.admit()
         env = self.catalog.env(request.env)
         if request.n > self.settings.max_group_size:
             raise _field_error("n", f"n must be at most {self.settings.max_group_size}")

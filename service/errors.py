@@ -113,6 +113,13 @@ class ArchiveStalled(WanderError):
     code = ErrorCode.ARCHIVE_STALLED
 
 
+class ArchiveBacklog(WanderError):
+    """More finished episodes wait for the archive than ``WANDER_ARCHIVE_BACKLOG_MAX``:
+    new episodes are refused (503, retried) until it drains; steps go on."""
+
+    code = ErrorCode.ARCHIVE_BACKLOG
+
+
 class EnvCallFailed(WanderError):
     """An environment call that the sandbox stopped: the step is not applied, and is not
     retried on a fresh read either (it would fail the same way)."""

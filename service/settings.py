@@ -189,6 +189,14 @@ class Settings(BaseSettings):
         "whether they are (6-8 µs of the ~85 µs that the HTTP layer costs a step).",
     )
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+    archive_backlog_max: int = Field(
+        20_000,
+        ge=0,
+        description="Finished episodes waiting for the archive past which creating episodes "
+        "answers 503 `archive_backlog` (clients retry it) until the archive catches up; "
+        "steps of live episodes still apply. Bounds the store's memory and how far run "
+        "summaries trail the games. 0: no bound.",
+    )
     openenv: str = Field(
         "",
         description="OpenEnv environments to serve, `name=module:Class,...`: each class (an "

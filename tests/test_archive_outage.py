@@ -14,7 +14,9 @@ from tests.helpers import archived_ids, create, error_of, play_game, service
 from tests.poison import NUL_RUN, queue
 from tests.proxy import OutageProxy, behind_proxy
 from tests.records import tictactoe_record
+from wander.client import AsyncWanderClient
 from wander.service.archive.migrations import upgrade
+from wander.service.backpressure import READ_EVERY
 from wander.service.settings import Settings
 
 GAMES = 6
@@ -138,3 +140,41 @@ async def test_an_outage_sets_nothing_aside_and_a_poison_record_waits_with_the_r
     assert letter.data == poison.model_dump_json().encode()
     assert "NUL" in letter.error
     assert sorted(ids) == sorted(played)  # each exactly once
+
+
+async def test_past_its_backlog_bound_new_episodes_wait_and_live_ones_step(
+    sqlite_url: str,
+) -> None:
+    """The archive stopped, three games finish: past a bound of two, creating answers 503
+    ``archive_backlog`` with Retry-After, a live game steps on, /readyz says why; the
+    client retries the create, which succeeds once the archive drains the backlog."""
+    upgrade(sqlite_url)
+    settings = Settings(redis_url=None, database_url=sqlite_url, archive_backlog_max=2)
+    async with service(settings) as (app, api):
+        app.state.archiver.stop()
+        [live] = await create(api, example=9, run="backlog")
+        await play(api, "backlog", games=3)
+        await asyncio.sleep(READ_EVERY)  # the backlog a process counted stands this long
+        refused = await api.post("/v1/episodes", json={"env": "tictactoe"})
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+        assert error_of(refused)["code"] == "archive_backlog"
+        assert error_of(refused)["details"] == {"backlog": 3, "limit": 2}
+        stepped = await api.post(
+            f"/v1/episodes/{live['id']}/step", json={"action": "<move>4</move>"}
+        )
+        assert stepped.status_code == 200, stepped.text
+        ready = await api.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.json()["archive"].startswith("3 finished episodes are waiting for the archive")
+
+        async def drain() -> None:
+            await asyncio.sleep(0.3)
+            assert await app.state.archiver.flush() == 3
+
+        client = AsyncWanderClient("http://wander.test", transport=httpx.ASGITransport(app=app))
+        async with client:
+            draining = asyncio.create_task(drain())
+            [episode] = await client.create("tictactoe", run="after")
+            await draining
+        assert episode.turn == 0
+        assert (await api.get("/readyz")).json() == {"status": "ready"}

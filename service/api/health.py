@@ -20,7 +20,7 @@ from wander.service import metrics as service_metrics
 from wander.service.api.deps import ArchiveDep, EngineDep
 from wander.service.api.errors import ERROR_RESPONSES
 from wander.service.archiver import Archiver
-from wander.service.errors import StoreUnavailable
+from wander.service.errors import ArchiveBacklog, StoreUnavailable
 
 router = APIRouter(tags=["health"])
 
@@ -57,8 +57,13 @@ async def readyz(
     """The process can serve: the episode store answers (else 503 ``store_unavailable``),
     the archive database answers, migrated (else 503 ``database_unavailable``), and the
     archive makes progress (else 503 ``archive_stalled``: every attempt has failed for a
-    minute, though the database answers; the error says why)."""
+    minute, though the database answers; the error says why). Ready with new episodes
+    refused while the archive's backlog is past its bound (``archive``, why): its live
+    episodes still step here, and every replica shares the backlog."""
     await engine.store.ping()
     await asyncio.to_thread(archive.ping)
     archiver.check_progress()
-    return {"status": "ready"}
+    with contextlib.suppress(ArchiveBacklog):
+        await engine.backlog.admit()
+    refusal = engine.backlog.refusal()
+    return {"status": "ready", **({"archive": refusal} if refusal else {})}
