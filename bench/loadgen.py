@@ -90,14 +90,21 @@ class Agent:
         self.rng = random.Random(seed)
 
     async def post(self, path: str, body: dict[str, Any], tally: Tally) -> Any:
-        started = time.perf_counter()
-        async with self.session.post(self.url + path, json=body) as response:
-            payload = await response.json()
-            if response.status >= 400:
-                tally.errors += 1
-                raise RuntimeError(payload)
-        tally.timed(started)
-        return payload
+        """The answer to one request; a 503 with ``Retry-After`` (the service's backpressure:
+        ``archive_backlog``, ``env_busy``) is waited out and sent again, as clients do."""
+        while True:
+            started = time.perf_counter()
+            async with self.session.post(self.url + path, json=body) as response:
+                payload = await response.json()
+                retry_after = response.headers.get("Retry-After")
+                if response.status == 503 and retry_after is not None:
+                    await asyncio.sleep(float(retry_after))
+                    continue
+                if response.status >= 400:
+                    tally.errors += 1
+                    raise RuntimeError(payload)
+            tally.timed(started)
+            return payload
 
     async def create(self, n: int, tally: Tally) -> list[dict[str, Any]]:
         example = self.rng.randrange(10_000)
