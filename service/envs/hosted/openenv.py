@@ -122,13 +122,9 @@ class HostedOpenEnvConfig(SizedConfig):
     """Examples are seeds: OpenEnv environments have no dataset, each reset is the game."""
 
 
-class Live(NamedTuple):
-    """A live OpenEnv environment, at the end of the actions its key names."""
-
-    env: Any
-
-
-LIVE: LiveRuns[Live] = LiveRuns()
+LIVE: LiveRuns[Any] = LiveRuns()
+"""Live OpenEnv environments of this process, each at the end of the actions its key
+names (a kept worker's: ``pool.py``)."""
 
 
 class HostedOpenEnv(Hosted[HostedOpenEnvConfig]):
@@ -161,10 +157,8 @@ class HostedOpenEnv(Hosted[HostedOpenEnvConfig]):
         return GeneratedExamples(config.split_size(split), lambda index: index)
 
     def reset(self, config: HostedOpenEnvConfig, example: int, seed: int) -> Reset:
-        env = self.cls()
-        with seeded_globals(turn_seed(seed, -1, [])):
-            observed = self._serialize(env.reset(seed=seed & 0xFFFF_FFFF, episode_id=_id(seed)))
-        LIVE.keep(LIVE.key(self.name, config.model_dump(), seed, []), Live(env))
+        # Not kept live: a create's worker is never kept (a group's episodes share it).
+        _, observed = self._opened(seed)
         state = {
             "seed": seed,
             "actions": [],
@@ -186,7 +180,7 @@ class HostedOpenEnv(Hosted[HostedOpenEnvConfig]):
         env = self._live(config, state)
         with seeded_globals(turn_seed(state["seed"], len(actions) - 1, actions)):
             observed = self._serialize(env.step(parsed))
-        LIVE.keep(LIVE.key(self.name, config.model_dump(), state["seed"], actions), Live(env))
+        LIVE.keep(LIVE.key(self.name, config.model_dump(), state["seed"], actions), env)
         new = {
             **state,
             "actions": actions,
@@ -225,6 +219,13 @@ class HostedOpenEnv(Hosted[HostedOpenEnvConfig]):
             return f"Not an action of {self._fields()}: {_errors(exc)}"
         return action
 
+    def _opened(self, seed: int) -> tuple[Any, dict[str, Any]]:
+        """A fresh environment reset for the episode of ``seed``, and what it observed."""
+        env = self.cls()
+        with seeded_globals(turn_seed(seed, -1, [])):
+            observed = self._serialize(env.reset(seed=seed & 0xFFFF_FFFF, episode_id=_id(seed)))
+        return env, observed
+
     def _fields(self) -> str:
         fields = [name for name in self.action_type.model_fields if name != "metadata"]
         return f"{self.action_type.__name__} ({', '.join(fields) or 'no fields'})"
@@ -233,13 +234,11 @@ class HostedOpenEnv(Hosted[HostedOpenEnvConfig]):
         """The environment at the end of ``state``'s actions: kept live here, or replayed
         from a fresh one (``Nondeterministic`` where it answers differently)."""
         key = LIVE.key(self.name, config.model_dump(), state["seed"], state["actions"])
-        live = LIVE.take(key)
-        if live is not None:
-            return live.env
+        env = LIVE.take(key)
+        if env is not None:
+            return env
         seed, actions, observed = state["seed"], state["actions"], state["observed"]
-        env = self.cls()
-        with seeded_globals(turn_seed(seed, -1, [])):
-            first = self._serialize(env.reset(seed=seed & 0xFFFF_FFFF, episode_id=_id(seed)))
+        env, first = self._opened(seed)
         if digest(first) != observed[0]:
             raise Nondeterministic(0)
         for turn, action in enumerate(actions):
