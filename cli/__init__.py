@@ -19,18 +19,24 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["WanderEnv", "WanderTaskset"]
+__all__ = ["WanderEnv", "WanderSeat", "WanderTaskset"]
 """What Verifiers 0.4 takes from ``wander`` when a run names the taskset ``wander``
 (``vf-eval wander``): it imports the top-level module named after the id and reads
 ``__all__`` for one ``Taskset`` and one ``Env`` subclass. Both live in
 ``wander.client.verifiers``, imported only when asked for (``__getattr__``), so that
-``import wander`` never imports verifiers."""
+``import wander`` never imports verifiers. ``WanderSeat`` is the harness (``harness.id =
+"wander"``) that Wander's hosted Verifiers episodes seat at every agent of the env
+(``wander.service.envs.hosted.vf_seat``); it runs only there."""
 
 
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module 'wander' has no attribute {name!r}")
     try:
+        if name == "WanderSeat":
+            from wander.service.envs.hosted import vf_seat
+
+            return vf_seat.WanderSeat
         from wander.client import verifiers
     except ModuleNotFoundError as exc:
         if exc.name != "verifiers":

@@ -481,12 +481,15 @@ class Engine:
     def _score(self, episode: StoredEpisode) -> dict[str, Any]:
         """The episode's ``Score``, as its last step stored it: no environment code runs."""
         score = episode["score"]
+        weights = self.catalog.env(episode["env"]).reward_weights
         return {
             "episode_id": episode["id"],
             "done": is_done(episode),
             "total": score["total"],
             "components": score["components"],
-            "weights": dict(self.catalog.env(episode["env"]).reward_weights),
+            # every component's weight: an environment may name its components as it
+            # plays (a hosted Verifiers taskset), so those it lists may not be all
+            "weights": {**weights, **{name: weights[name] for name in score["components"]}},
             "metrics": score["metrics"],
             "outcome": score["outcome"],
         }

@@ -33,7 +33,7 @@ INVALID_ACTIONS = Counter(
 )
 HOSTED_STEPS = Counter(
     "wander_hosted_steps_total",
-    "Steps of hosted environments (openenv/*), by where their episode was: `live` in the "
+    "Steps of hosted environments (openenv/*, vf/*), by where their episode was: `live` in the "
     "worker kept for it, or `replayed` from its actions in a fresh one.",
     ["env", "episode"],
 )

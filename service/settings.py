@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from wander.service.envs.hosted.openenv import parse_specs
+from wander.service.envs.hosted.verifiers import parse_ids
 from wander.service.redis_url import parse_redis_url
 
 
@@ -115,7 +116,7 @@ class Settings(BaseSettings):
         16,
         ge=0,
         le=1024,
-        description="Episodes of hosted environments (`openenv/*`) whose worker is kept "
+        description="Episodes of hosted environments (`openenv/*`, `vf/*`) whose worker is kept "
         "between steps, the environment live in it, so that the episode's next step "
         "continues it rather than replaying the episode (each a worker process: a few MB "
         "and the environment; the least recently stepped goes first). A kept worker serves "
@@ -204,6 +205,13 @@ class Settings(BaseSettings):
         '(docs/environments.md, "Hosting OpenEnv environments"). Read from the '
         "environment where environments load, so set it there (`wander serve --openenv`).",
     )
+    verifiers: str = Field(
+        "",
+        description="Verifiers 0.4 tasksets to serve, `id,...`: each (installed here, "
+        "resolved as `vf-eval` resolves a taskset id) is served as `vf/<id>` "
+        '(docs/environments.md, "Hosting Verifiers tasksets"). Read from the environment '
+        "where environments load, so set it there (`wander serve --verifiers`).",
+    )
 
     @field_validator("redis_url")
     @classmethod
@@ -218,6 +226,13 @@ class Settings(BaseSettings):
     def _openenv_names_classes(cls, value: str) -> str:
         """A list that does not parse stops the service at start, naming the bad item."""
         parse_specs(value)
+        return value
+
+    @field_validator("verifiers")
+    @classmethod
+    def _verifiers_names_tasksets(cls, value: str) -> str:
+        """A list that does not parse stops the service at start, naming the bad item."""
+        parse_ids(value)
         return value
 
     @field_validator("env_uids")

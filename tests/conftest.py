@@ -104,7 +104,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 SERVER_STARTERS = frozenset({"ServiceProcess", "plugin_service", "keyed_service"})
 """What starts a real ``wander serve`` (a process, seconds to start): a test that calls one,
 itself or through its fixtures and the helpers of tests/ they call, is ``live_server``."""
-INTEROP_MODULES = frozenset({"test_openenv_interop", "test_verifiers", "test_hosted_openenv"})
+INTEROP_MODULES = frozenset(
+    {"test_openenv_interop", "test_verifiers", "test_hosted_openenv", "test_hosted_verifiers"}
+)
 """Tests against another project's real package, in a venv of its own (tests/interop.py)."""
 SLOW_MODULES = frozenset({
     "test_bench_scaling", "test_bench_ws", "test_client_install", "test_cluster",

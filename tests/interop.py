@@ -37,7 +37,9 @@ CONSTRAINTS = ROOT / "constraints.txt"
 VENVS: dict[str, tuple[list[str], list[str] | None]] = {
     "openenv010": (["openenv==0.10.*"], ["service", "openenv"]),  # also hosts (WANDER_OPENENV)
     "openenv041": (["openenv==0.4.1"], None),  # the client Verifiers 0.4's OpenEnvTaskset runs
-    "verifiers": (["uv==0.13.9"], ["verifiers"]),  # uv: the null harness runs `uv run --script`
+    # uv: the null harness runs `uv run --script`; service: hosts tasksets (WANDER_VERIFIERS),
+    # marble-v1: a published taskset, hosted in the tests
+    "verifiers": (["uv==0.13.9", "marble-v1==0.1.0"], ["verifiers", "service"]),
 }
 """Each venv's requirements (pip specifiers) and, where not None, the extras this
 checkout is installed with in it (editable)."""

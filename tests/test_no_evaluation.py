@@ -184,3 +184,24 @@ def test_game_of_life_halting_wants_the_right_answer() -> None:
         for answer, score in ((right, 1.0), (f" '{right.lower()}' ", 1.0), (wrong, 0.0)):
             state = {"split": "train", "index": index, "question": "", "answer": answer}
             assert env.judge(config, state)[0] == score, (index, answer)
+
+
+def test_the_standard_library_may_parse_what_is_never_an_argument() -> None:
+    """Under the guard, ``inspect.signature`` of a built-in parses the signature CPython
+    gives it (pydantic asks for ``list``'s whenever a field's default is made by it), and
+    a traceback is formatted from its source lines; text itself is still refused,
+    through ``ast.parse`` as through ``eval``."""
+    import inspect
+    import traceback
+
+    before = guard.refusals()
+    with guard.untrusted():
+        assert str(inspect.signature(divmod)) == "(x, y, /)"
+        try:
+            {}["missing"]
+        except KeyError as exc:
+            assert "missing" in "".join(traceback.format_exception(exc))
+        for run in (lambda: ast.parse("1 + 1"), lambda: eval("1 + 1")):
+            with pytest.raises(guard.EvaluationRefused):
+                run()
+    assert guard.refusals() - before == 2

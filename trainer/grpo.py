@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from wander.client import WanderClient
+from wander.client.models import RewardComponent
 from wander.trainer.backends import Sampling
 from wander.trainer.config import GRPORunConfig
 from wander.trainer.models import device_defaults
-from wander.trainer.rollout import WanderRollout, example_prompt
+from wander.trainer.rollout import TOTAL, WanderRollout, example_prompt
 from wander.trainer.tool_environment import tool_environment, wander_score
 
 
@@ -140,7 +141,9 @@ def rollout_func_plan(run: GRPORunConfig, client: WanderClient, tokenizer: Any) 
     """Wander's rollout function plays the episodes; one reward function per score
     component, with the environment's weight, then one per ``metric_rewards`` entry,
     with its own."""
-    components = client.environment(run.env).reward_components
+    listed = client.environment(run.env).reward_components
+    # An environment that names its components as it plays lists none: its total is the reward.
+    components = listed or [RewardComponent(name=TOTAL, weight=1.0)]
     names = [c.name for c in components]
     if clashes := sorted(set(names) & run.metric_rewards.keys()):
         raise ValueError(

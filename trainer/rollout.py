@@ -247,6 +247,19 @@ def metric(score: Score, name: str) -> float:
     )
 
 
+TOTAL = "total"
+"""The one field of the rollout of an environment that lists no score components (it
+names them as it plays: a hosted Verifiers taskset): the score's total."""
+
+
+def component(score: Score, name: str) -> float:
+    """Score component ``name``, or the total where the environment named no components
+    in advance (``TOTAL``, which is then the only one asked for)."""
+    if name == TOTAL and name not in score.components:
+        return score.total
+    return score.components[name]
+
+
 class WanderRollout:
     """``rollout_func`` for TRL's ``GRPOTrainer`` (see the module docstring)."""
 
@@ -342,7 +355,7 @@ class WanderRollout:
             "episode_id": [t.episode_id for t in trajectories],
         }
         for name in self.components:
-            output[name] = [None if score is None else score.components[name] for score in scores]
+            output[name] = [None if score is None else component(score, name) for score in scores]
         for name in self.metrics:
             output[name] = [None if score is None else metric(score, name) for score in scores]
         return output

@@ -42,6 +42,15 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    verifiers: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--verifiers",
+            metavar="TASKSET",
+            help="Serve a Verifiers taskset as vf/TASKSET (repeatable; default: WANDER_VERIFIERS).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the HTTP service (settings from WANDER_* environment variables).
 
@@ -52,6 +61,8 @@ def serve(
         os.environ["WANDER_CONSOLE"] = "false"  # read by each worker's create_app
     if openenv:  # read where environments load: each worker, and its fork server
         os.environ["WANDER_OPENENV"] = ",".join(openenv)
+    if verifiers:
+        os.environ["WANDER_VERIFIERS"] = ",".join(verifiers)
     settings = service_settings()
     if workers > 1 and not settings.redis_url:
         raise typer.BadParameter(

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import builtins
 import sys
+import sysconfig
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 _state = {"hooked": False, "untrusted": False, "own_code": False}
@@ -57,6 +58,15 @@ GENERATORS = {("sympy/polys/monomials.py", "_build")}
 template and never from its arguments' text, while it computes: sympy builds its
 polynomial arithmetic for each number of variables that way (``simplify`` of an
 answer with three symbols makes ``monomial_mul`` for three)."""
+PARSERS = {
+    ("/inspect.py", "_signature_fromstr"),  # a built-in's signature, from its C text
+    ("/inspect.py", "wrap_value"),  # a default value's name in that signature
+    ("/traceback.py", "_extract_caret_anchors_from_line_segment"),  # a line of a source file
+}
+"""(file, function) of the standard library that parse text that is never an argument's:
+the signature CPython gives a built-in (pydantic asks for ``list``'s whenever a field's
+default is made by it), a source line of a traceback being formatted. Each calls
+``ast.parse`` or ``eval`` itself, or is the caller of ``ast.parse``."""
 IMPORTING = "<frozen importlib._bootstrap"
 """The import machinery's frames: a module imported during a call (sympy imports lazily)
 may build classes with ``namedtuple`` or ``dataclass``, which compile their own code."""
@@ -69,12 +79,25 @@ def _allowed(caller: FrameType | None) -> bool:
         code = caller.f_code
         if any(code.co_filename.endswith(f) and code.co_name == n for f, n in GENERATORS):
             return True
+        parser = caller.f_back if code.co_name == "parse" and _is(code, "/ast.py") else caller
+        if parser is not None and any(
+            _is(parser.f_code, f) and parser.f_code.co_name == n for f, n in PARSERS
+        ):
+            return True
     frame = caller
     while frame is not None:
         if frame.f_code.co_filename.startswith(IMPORTING):
             return True
         frame = frame.f_back
     return False
+
+
+def _is(code: CodeType, suffix: str) -> bool:
+    """Whether ``code`` is of the standard library's module file ending in ``suffix``."""
+    return code.co_filename.endswith(suffix) and code.co_filename.startswith(_STDLIB)
+
+
+_STDLIB = sysconfig.get_paths()["stdlib"]
 
 
 def _audit(event: str, arguments: tuple[Any, ...]) -> None:

@@ -10,13 +10,14 @@ nothing of HTTP or storage, and run in the sandbox's workers.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import TypeVar
 
 from wander.service.envs.sdk import EnvConfig, Environment
 
 ConfigT = TypeVar("ConfigT", bound=EnvConfig)
 
-HOSTED_VARIABLES = ("WANDER_OPENENV",)
+HOSTED_VARIABLES = ("WANDER_OPENENV", "WANDER_VERIFIERS")
 """The settings that name hosted environments, read where environments load (the service
 and its fork server): each names code to import, never a secret."""
 
@@ -24,3 +25,23 @@ and its fork server): each names code to import, never a secret."""
 class Hosted(Environment[ConfigT]):
     """Base of the hosted environments: code of the operator's choosing that Wander does
     not ship, so the fork server never runs it itself (``worker.WarmUp``)."""
+
+
+class AnyComponent(Mapping[str, float]):
+    """The reward weights of an environment whose components are named as it plays (a
+    Verifiers env records rewards under names of its choosing): every name weighs 1,
+    and the component is the reward already weighted. Lists no name in advance."""
+
+    def __getitem__(self, name: str) -> float:
+        if not isinstance(name, str):
+            raise KeyError(name)
+        return 1.0
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0

@@ -79,6 +79,17 @@ def seeded_globals(seed: int) -> Iterator[None]:
             numpy.random.set_state(kept_numpy)
 
 
+class _Closing(LRUCache[str, Any]):
+    """An LRU cache that closes what it evicts (a paused episode holds an event loop)."""
+
+    def popitem(self) -> tuple[str, Any]:
+        key, run = super().popitem()
+        close = getattr(run, "close", None)
+        if callable(close):
+            close()
+        return key, run
+
+
 class LiveRuns(Generic[T]):
     """Live environments by the episode they are at: the key names the environment, its
     config, the episode's seed and every action taken, so an entry is found exactly by the
@@ -86,7 +97,7 @@ class LiveRuns(Generic[T]):
     race for one episode, leave nothing half-applied behind (the loser replays)."""
 
     def __init__(self, size: int = LIVE_RUNS) -> None:
-        self._runs: LRUCache[str, T] = LRUCache(size)
+        self._runs: LRUCache[str, T] = _Closing(size)
 
     @staticmethod
     def key(*parts: Any) -> str:

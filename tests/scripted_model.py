@@ -1,0 +1,62 @@
+"""A model that is a script: an OpenAI-compatible chat endpoint whose replies are a
+function of the conversation, so that ``vf-eval`` and a Wander client given the same
+observations send the same replies. Served by uvicorn (``tests.scripted_model:app``)
+from the venv that has verifiers.
+
+- hot-cold (tests/vf_tasksets/hot_cold.py): halving, from "1 to N" and each answer's
+  "higher" or "lower";
+- marble-v1 (the published taskset): the level's known solution, found by its prompt
+  among the first tasks of the taskset (``MARBLE_TASKS``) at its default config.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+from wander.client.models import AssistantMessage, Message
+from wander.client.policy_server import create_policy_app
+
+MARBLE_TASKS = 8
+RANGE = re.compile(r"from 1 to (\d+)")
+
+
+def reply(messages: list[dict[str, Any]]) -> str:
+    """The script's reply to a conversation."""
+    said = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
+    solution = _marble_solutions().get(said[0]) if said else None
+    if solution is not None:
+        return f"```json\n{json.dumps(solution)}\n```"
+    top = RANGE.search(said[0]) if said else None
+    low, high = 1, int(top.group(1)) if top else 100
+    guesses = [str(m.get("content") or "") for m in messages if m.get("role") == "assistant"]
+    for guess, answer in zip(guesses, said[1:], strict=False):
+        number = int(guess)
+        low, high = (number + 1, high) if "higher" in answer else (low, number - 1)
+    return str((low + high) // 2)
+
+
+@cache
+def _marble_solutions() -> dict[str, list[dict[str, Any]]]:
+    try:
+        from marble_v1 import MarbleTaskset  # pyright: ignore[reportMissingImports]
+    except ImportError:
+        return {}
+    from marble_v1.taskset import MarbleConfig  # pyright: ignore[reportMissingImports]
+
+    tasks = MarbleTaskset(MarbleConfig(id="marble-v1")).take(MARBLE_TASKS)
+    return {str(task.data.prompt): task.data.solution for task in tasks}
+
+
+class Scripted:
+    """The script as a Wander policy, for ``create_policy_app`` (which streams, as the
+    harness programs of Verifiers ask)."""
+
+    async def act(self, messages: Sequence[Message], *, tools: Any = None) -> AssistantMessage:
+        return AssistantMessage(content=reply([m.model_dump(mode="json") for m in messages]))
+
+
+app = create_policy_app(Scripted(), "scripted")

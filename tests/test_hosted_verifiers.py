@@ -1,0 +1,380 @@
+"""Verifiers 0.4 tasksets hosted by Wander (``WANDER_VERIFIERS``), served by ``wander
+serve`` from the venv holding verifiers (tests/interop.py):
+
+- ``vf/hot-cold`` and ``vf/drifting``: tests/vf_tasksets/, written only against
+  ``verifiers.v1``'s public API (a multi-turn env playing the user, seeded as Verifiers'
+  TextArena taskset is; one that reads the clock);
+- ``vf/marble-v1``: a published taskset (``marble-v1`` from PyPI), unchanged.
+
+The replies come from a script (tests/scripted_model.py) served as an OpenAI-compatible
+endpoint, so that ``vf-eval`` running a taskset itself, ``vf-eval`` playing it through
+Wander's own ``wander`` taskset, and a Wander client send the same replies: the rewards
+must be the same three ways.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from typer.testing import CliRunner
+
+from tests.conftest import redis_keys
+from tests.interop import interop_venv
+from tests.test_grpo import train_command
+from wander.cli import app as cli
+from wander.client import WanderClient
+from wander.testing import ServiceProcess, wait_until
+
+ROOT = Path(__file__).resolve().parents[1]
+TASKSETS = ROOT / "tests" / "vf_tasksets"
+LIVE_EPISODES = 4
+"""Episodes whose worker a service keeps live (``WANDER_ENV_LIVE_EPISODES``)."""
+TIMEOUT = 120
+"""Seconds a request may take: a service's first environment call starts its fork server,
+which imports verifiers and every taskset (seconds, more on a busy machine)."""
+pytestmark = pytest.mark.timeout(1200)  # a first run builds the venv; vf-eval takes a while
+
+
+@pytest.fixture(scope="module")
+def python() -> Path:
+    return interop_venv("verifiers")
+
+
+@pytest.fixture(scope="module")
+def shared(
+    redis_url: str, pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, str]]:
+    """The settings of services sharing one Redis and one archive, as replicas would."""
+    archive = tmp_path_factory.mktemp("hosted-vf") / "archive.db"
+    with redis_keys(redis_url, pytestconfig) as prefix:
+        yield {
+            "WANDER_REDIS_URL": redis_url,
+            "WANDER_REDIS_PREFIX": prefix,
+            "WANDER_DATABASE_URL": f"sqlite:///{archive}",
+            "WANDER_VERIFIERS": "hot-cold,drifting,marble-v1",
+            "WANDER_ENV_LIVE_EPISODES": str(LIVE_EPISODES),
+            "PYTHONPATH": f"{ROOT}{os.pathsep}{TASKSETS}",
+        }
+
+
+def serve(python: Path, settings: dict[str, str]) -> ServiceProcess:
+    return ServiceProcess(settings, python=str(python), cwd=str(ROOT)).start()
+
+
+@pytest.fixture(scope="module")
+def service(python: Path, shared: dict[str, str]) -> Iterator[ServiceProcess]:
+    process = serve(python, shared)
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def scripted(python: Path) -> Iterator[ServiceProcess]:
+    process = ServiceProcess(
+        {"PYTHONPATH": str(ROOT)}, ("tests.scripted_model:app",), "/v1/models",
+        python=str(python), cwd=str(ROOT), module="uvicorn",
+    ).start()  # fmt: skip
+    yield process
+    process.stop()
+
+
+def create(service: ServiceProcess, env: str = "vf/hot-cold", **body: Any) -> dict[str, Any]:
+    response = httpx.post(f"{service.url}/v1/episodes", json={"env": env, **body}, timeout=TIMEOUT)
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()["episodes"][0]
+    return created
+
+
+def step(service: ServiceProcess, episode_id: str, turn: int, content: str) -> httpx.Response:
+    return httpx.post(
+        f"{service.url}/v1/episodes/{episode_id}/step",
+        json={"turn": turn, "action": {"role": "assistant", "content": content}},
+        timeout=TIMEOUT,
+    )
+
+
+def script(scripted: ServiceProcess, messages: list[dict[str, Any]]) -> str:
+    """The scripted model's reply to ``messages``."""
+    answer = httpx.post(
+        f"{scripted.url}/v1/chat/completions", json={"messages": messages}, timeout=TIMEOUT
+    )
+    assert answer.status_code == 200, answer.text
+    content: str = answer.json()["choices"][0]["message"]["content"]
+    return content
+
+
+def play(
+    service: ServiceProcess, scripted: ServiceProcess, episode: dict[str, Any],
+    replies: list[str] | None = None, turn: int = 0,
+) -> list[str]:  # fmt: skip
+    """Play ``episode`` to its end from ``turn``: the given replies first, then the
+    script's; every reply sent."""
+    messages = list(record(service, episode["id"])["messages"])
+    sent, queued = [], list(replies or [])
+    while True:
+        content = queued.pop(0) if queued else script(scripted, messages)
+        answer = step(service, episode["id"], turn, content)
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        sent.append(content)
+        messages += [{"role": "assistant", "content": content}, *body["observation"]]
+        turn += 1
+        if body["done"]:
+            return sent
+
+
+def record(service: ServiceProcess, episode_id: str) -> dict[str, Any]:
+    response = httpx.get(f"{service.url}/v1/episodes/{episode_id}", timeout=TIMEOUT)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def score(service: ServiceProcess, episode_id: str) -> dict[str, Any]:
+    response = httpx.get(f"{service.url}/v1/episodes/{episode_id}/score", timeout=TIMEOUT)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_a_taskset_is_listed_and_configured_by_its_own_fields(service: ServiceProcess) -> None:
+    info = httpx.get(f"{service.url}/v1/environments/vf/hot-cold", timeout=TIMEOUT).json()
+    assert info["kind"] == "multi_turn"
+    assert info["splits"] == {"train": 100, "eval": 100}  # unbounded: its first tasks
+    fields = info["config_schema"]["properties"]
+    assert {"top", "guesses"} <= fields.keys()
+    assert not {"system_prompt", "task", "id"} & fields.keys()  # the operator's, never a request's
+    drifting = httpx.get(f"{service.url}/v1/environments/vf/drifting", timeout=TIMEOUT).json()
+    assert drifting["splits"] == {"train": 3, "eval": 3}  # bounded: its tasks
+    wide = create(service, config={"top": 50}, seed=1)
+    assert wide["observation"] == [
+        {"role": "system", "content": "Find the secret number. Reply with one number."},
+        {"role": "user", "content": "I am thinking of a number from 1 to 50."},
+    ]
+    for hostile in ({"system_prompt": "/etc/passwd"}, {"task": {"rewards": {}}}, {"top": "x"}):
+        refused = httpx.post(
+            f"{service.url}/v1/episodes",
+            json={"env": "vf/hot-cold", "config": hostile}, timeout=TIMEOUT,
+        )  # fmt: skip
+        assert refused.status_code == 422, refused.text
+    beyond = httpx.post(
+        f"{service.url}/v1/episodes", json={"env": "vf/drifting", "example": 3}, timeout=TIMEOUT
+    )
+    assert beyond.status_code == 422 and "below 3" in beyond.text
+
+
+def test_a_game_is_deterministic_and_identical_across_a_group(
+    service: ServiceProcess, scripted: ServiceProcess
+) -> None:
+    first, second = create(service, example=4, seed=7), create(service, example=4, seed=7)
+    assert play(service, scripted, first) == play(service, scripted, second)
+    assert record(service, first["id"])["messages"] == record(service, second["id"])["messages"]
+    group = httpx.post(
+        f"{service.url}/v1/episodes", json={"env": "vf/hot-cold", "n": 3, "example": 6},
+        timeout=TIMEOUT,
+    )  # fmt: skip
+    assert group.status_code == 201, group.text
+    members = group.json()["episodes"]
+    games = [play(service, scripted, episode, ["10", "11"]) for episode in members]
+    assert all(game == games[0] for game in games)
+    transcripts = [record(service, episode["id"])["messages"] for episode in members]
+    assert all(transcript == transcripts[0] for transcript in transcripts)
+
+
+def test_a_game_begun_on_a_killed_service_ends_on_another_as_uninterrupted(
+    python: Path, shared: dict[str, str], service: ServiceProcess, scripted: ServiceProcess
+) -> None:
+    reference = create(service, example=9)
+    replies = play(service, scripted, reference, ["1", "20"])
+    assert len(replies) > 2
+    first = serve(python, shared)
+    try:
+        episode = create(first, example=9)
+        for turn, content in enumerate(replies[:2]):
+            assert step(first, episode["id"], turn, content).status_code == 200
+        assert first.process is not None
+        os.killpg(first.process.pid, signal.SIGKILL)
+        first.process.wait(30)
+    finally:
+        first.stop()
+    assert play(service, scripted, episode, replies[2:], turn=2) == replies[2:]
+    resumed, expected = record(service, episode["id"]), record(service, reference["id"])
+    assert resumed["messages"] == expected["messages"]
+    assert {**resumed["score"], "episode_id": None} == {**expected["score"], "episode_id": None}
+    assert resumed["done"] is True
+
+
+def test_a_taskset_that_replays_differently_fails_its_episode(
+    service: ServiceProcess, scripted: ServiceProcess
+) -> None:
+    """Live in its worker, the clock-reading env goes on; once its worker has gone to
+    episodes stepped since (``LIVE_EPISODES``), its next step replays, and the replay
+    tells at the first answer that read the clock."""
+    episode = create(service, "vf/drifting")
+    assert step(service, episode["id"], 0, "hello").status_code == 200
+    assert step(service, episode["id"], 1, "again").status_code == 200
+    for seed in range(LIVE_EPISODES):
+        assert step(service, create(service, seed=seed)["id"], 0, "10").status_code == 200
+    replayed = step(service, episode["id"], 2, "and again")
+    assert replayed.status_code == 422, replayed.text
+    error = replayed.json()["error"]
+    assert error["code"] == "env_nondeterministic"
+    assert error["details"] == {"turn": 1}
+
+
+def hosted_steps(service: ServiceProcess, env: str) -> dict[str, float]:
+    """``wander_hosted_steps_total`` of ``env``, by where the episode was."""
+    text = httpx.get(f"{service.url}/metrics", timeout=TIMEOUT).text
+    return {
+        sample.labels["episode"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "wander_hosted_steps_total" and sample.labels["env"] == env
+    }
+
+
+def test_an_episode_stays_live_in_its_worker_between_steps(
+    service: ServiceProcess, scripted: ServiceProcess
+) -> None:
+    before = hosted_steps(service, "vf/hot-cold")
+    replies = play(service, scripted, create(service, example=11), ["1", "2"])
+    after = hosted_steps(service, "vf/hot-cold")
+    assert len(replies) >= 3
+    assert after["replayed"] - before.get("replayed", 0) == 1
+    assert after["live"] - before.get("live", 0) == len(replies) - 1
+
+
+def vf_eval(python: Path, config: str, tmp_path: Path) -> list[dict[str, Any]]:
+    """``vf-eval @ config`` (TOML text) with the test tasksets importable; its traces."""
+    import json
+
+    folder = tmp_path / f"eval-{len(list(tmp_path.glob('eval-*')))}"
+    folder.mkdir()
+    (folder / "eval.toml").write_text(config.replace("\n        ", "\n"))
+    command = [python.parent / "vf-eval", "@", "eval.toml", "--no-rich", "--output-dir", "out"]
+    env = {
+        **os.environ, "PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{TASKSETS}",
+    }  # fmt: skip
+    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    [traces] = (folder / "out").glob("*/traces.jsonl")
+    episodes = [json.loads(line) for line in traces.read_text().splitlines()]
+    failures = [error["message"] for ep in episodes for error in ep["errors"]]
+    if failures and "Failed to fetch" in failures[0]:
+        pytest.skip(f"uv could not install the null harness's packages: {failures[0]}")
+    assert not failures, failures[:3]
+    return [trace for episode in episodes for trace in episode["traces"]]
+
+
+def own_eval(python: Path, scripted: ServiceProcess, tmp_path: Path, taskset: str,
+             seat: str, tasks: int) -> dict[int, dict[str, Any]]:  # fmt: skip
+    """``vf-eval`` running ``taskset`` itself (the null harness, in a local process) with
+    the scripted model: each task's trace, by its index."""
+    traces = vf_eval(python, f"""
+        model = "scripted"
+        push = false
+        num_rollouts = 1
+        max_concurrent = {tasks}
+
+        [client]
+        base_url = "{scripted.url}/v1"
+
+        [select]
+        limit = {tasks}
+
+        [env.taskset]
+        id = "{taskset}"
+
+        [env.{seat}.harness]
+        id = "null"
+
+        [env.{seat}.runtime]
+        type = "subprocess"
+    """, tmp_path)  # fmt: skip
+    return {trace["task"]["data"]["idx"]: trace for trace in traces}
+
+
+def weighted(trace: dict[str, Any]) -> dict[str, float]:
+    return {name: r["score"] * r["weight"] for name, r in trace["rewards"].items()}
+
+
+@pytest.mark.parametrize(("taskset", "seat"), [("hot-cold", "player"), ("marble-v1", "agent")])
+def test_the_rewards_are_verifiers_own(
+    python: Path, service: ServiceProcess, scripted: ServiceProcess, tmp_path: Path,
+    taskset: str, seat: str,
+) -> None:  # fmt: skip
+    """The same tasks, the same replies: Wander's score is what ``vf-eval`` records, one
+    component per reward (its score times its weight), the total Verifiers' reward."""
+    theirs = own_eval(python, scripted, tmp_path, taskset, seat, tasks=2)
+    for index, trace in theirs.items():
+        episode = create(service, f"vf/{taskset}", example=index)
+        play(service, scripted, episode)
+        ours = score(service, episode["id"])
+        assert ours["components"] == pytest.approx(weighted(trace), abs=1e-12)
+        assert ours["total"] == pytest.approx(math.fsum(weighted(trace).values()), abs=1e-12)
+        for name, reward in trace["rewards"].items():
+            assert ours["metrics"][f"{name}.score"] == reward["score"]
+            assert ours["metrics"][f"{name}.weight"] == reward["weight"]
+    if taskset == "marble-v1":  # the script knows each level's solution
+        assert all(trace["rewards"]["scored"]["score"] == 1.0 for trace in theirs.values())
+
+
+def test_vf_eval_through_wander_gives_the_rewards_of_vf_eval_alone(
+    python: Path, service: ServiceProcess, scripted: ServiceProcess, tmp_path: Path
+) -> None:
+    """``vf-eval`` playing ``vf/hot-cold`` through Wander's ``wander`` taskset: a Verifiers
+    user who moves the taskset behind Wander gets the rewards ``vf-eval`` gives it alone."""
+    alone = own_eval(python, scripted, tmp_path, "hot-cold", "player", tasks=3)
+    through = vf_eval(python, f"""
+        model = "scripted"
+        push = false
+        num_rollouts = 1
+        max_concurrent = 3
+
+        [client]
+        base_url = "{scripted.url}/v1"
+
+        [env.taskset]
+        id = "wander"
+        url = "{service.url}"
+        env = "vf/hot-cold"
+        split = "train"
+        examples = 3
+        run = "vf-round-trip"
+    """, tmp_path)  # fmt: skip
+    assert len(through) == 3
+    for trace in through:
+        index = trace["task"]["data"]["example"]
+        assert weighted(trace) == pytest.approx(weighted(alone[index]), abs=1e-12)
+        wander = trace["info"]["wander"]
+        assert wander["done"] is True
+        assert wander["total"] == pytest.approx(math.fsum(weighted(alone[index]).values()))
+
+
+def test_grpo_trains_two_steps_on_a_hosted_taskset(service: ServiceProcess, tmp_path: Path) -> None:
+    """`wander train grpo` with `env = "vf/hot-cold"`: the tiny model's rollouts are played
+    on the hosted taskset like any environment's."""
+    command = train_command(
+        tmp_path / "grpo-vf.toml", service.url, tmp_path, 2, env="vf/hot-cold",
+        save_strategy="no", use_cpu=True,
+    )  # fmt: skip
+    trained = CliRunner(env={"COLUMNS": "200"}).invoke(cli, command)
+    assert trained.exit_code == 0, trained.output
+    with WanderClient(service.url) as client:
+        wait_until(
+            lambda: any(r.run == "grpo-vf" and r.episodes >= 16 for r in client.runs().runs),
+            "the hosted run's 16 episodes archived",
+        )
+        page = client.episodes("grpo-vf", limit=100)
+    assert page.total == 16 and {e.env for e in page.episodes} == {"vf/hot-cold"}
+    assert all(e.turn >= 1 for e in page.episodes)
