@@ -166,6 +166,11 @@ def test_a_taskset_is_listed_and_configured_by_its_own_fields(service: ServicePr
             json={"env": "vf/hot-cold", "config": hostile}, timeout=TIMEOUT,
         )  # fmt: skip
         assert refused.status_code == 422, refused.text
+    failing = httpx.post(  # its env fails before the first model call: randint(1, 0)
+        f"{service.url}/v1/episodes", json={"env": "vf/hot-cold", "config": {"top": 0}},
+        timeout=TIMEOUT,
+    )  # fmt: skip
+    assert failing.status_code == 422 and failing.json()["error"]["code"] == "env_error"
     beyond = httpx.post(
         f"{service.url}/v1/episodes", json={"env": "vf/drifting", "example": 3}, timeout=TIMEOUT
     )

@@ -9,9 +9,17 @@ from collections.abc import Iterator
 
 import verifiers.v1 as vf  # pyright: ignore[reportMissingImports] (the verifiers extra)
 
-__all__ = ["CountdownEnv", "CountdownTaskset"]
+__all__ = ["CountdownEnv", "CountdownTask", "CountdownTaskset"]
 
 TURNS = 10
+
+
+class CountdownData(vf.TaskData):
+    start: int
+
+
+class CountdownTask(vf.Task[CountdownData, vf.State, vf.TaskConfig]):
+    pass
 
 
 class CountdownEnvConfig(vf.EnvConfig):
@@ -20,7 +28,7 @@ class CountdownEnvConfig(vf.EnvConfig):
 
 class CountdownEnv(vf.Env[CountdownEnvConfig]):
     async def run(self, task, agents):
-        total = task.data.info["start"]
+        total = task.data.start
         async with agents.player.interaction(task) as interaction:
             segment = await interaction.turn()
             for left in range(TURNS - 1, -1, -1):
@@ -34,11 +42,10 @@ class CountdownEnv(vf.Env[CountdownEnvConfig]):
         interaction.trace.record_reward("even", float(total % 2 == 0), 1.0)
 
 
-class CountdownTaskset(vf.Taskset[vf.Task, vf.TasksetConfig]):
+class CountdownTaskset(vf.Taskset[CountdownTask, vf.TasksetConfig]):
     INFINITE = True
 
-    def load(self) -> Iterator[vf.Task]:
+    def load(self) -> Iterator[CountdownTask]:
         for index in range(10**9):
-            data = vf.TaskData(name=f"countdown#{index}", prompt="Say a number.",
-                               info={"start": index % 7})  # fmt: skip
-            yield vf.Task(data)
+            data = CountdownData(name=f"countdown#{index}", prompt="Say a number.", start=index % 7)
+            yield CountdownTask(data, self.config.task)

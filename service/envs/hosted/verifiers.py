@@ -100,6 +100,15 @@ def environments() -> list[Environment[Any]]:
     return [HostedVerifiers(taskset) for taskset in ids]
 
 
+class EnvEndedEarly(RuntimeError):
+    """The env's ``run()`` ended before its first model call (it failed, as a rule): a
+    Wander episode cannot end at its create, so the create fails (``env_error``; the
+    service's log has what Verifiers recorded)."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__(f"the env ended before its first model call: {errors or 'no error'}")
+
+
 class HostedVerifiersConfig(EnvConfig):
     """Base of a hosted taskset's config; its own fields are added per taskset.
 
@@ -139,6 +148,11 @@ class HostedVerifiers(Hosted[HostedVerifiersConfig]):
         try:
             self._taskset_config: type[Any] = vf.taskset_config_type(taskset)
             self._env_config: type[Any] = vf.env_config_type(taskset)
+            # The seat's class, as Verifiers' loader finds it: loaded here, where the fork
+            # server loads environments, its imports are every worker's (~45 ms each).
+            vf.harness_config_type(SEAT)
+            with seeded_globals(0):  # NumPy's generators, imported where numpy is
+                pass
         except (ImportError, TypeError, AttributeError, ValueError) as exc:
             raise EnvironmentUnavailable(
                 f"{VARIABLE} names {taskset!r}, which Verifiers cannot load here: {exc}"
@@ -173,6 +187,8 @@ class HostedVerifiers(Hosted[HostedVerifiersConfig]):
         try:
             with seeded_globals(turn_seed(seed, -1, [])):
                 asked = run.advance()
+            if asked is None:  # an episode is not over before it began: its env failed
+                raise EnvEndedEarly(_outcome(run.episode)["errors"])
             state: dict[str, Any] = {"seed": seed, "example": example, "actions": [], "invalid": 0}
             return Reset(*self._after(state, run, asked))
         finally:  # a create's worker is never kept (a group's episodes share it)
