@@ -8,7 +8,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from wander.service.envs.hosted.openenv import parse_specs
-from wander.service.envs.hosted.verifiers import parse_ids
+from wander.service.envs.hosted.verifiers import parse_ids, parse_pinned
 from wander.service.redis_url import parse_redis_url
 
 
@@ -122,6 +122,15 @@ class Settings(BaseSettings):
         "and the environment; the least recently stepped goes first). A kept worker serves "
         "no other episode. 0: every step replays.",
     )
+    env_network: str = Field(
+        "",
+        description="Environments whose workers may reach the network, `name,...` (a hosted "
+        "taskset that talks to a server of its own: `vf/openenv`): each call of one runs in "
+        "a worker forked for it in the service's network, every other confinement kept. "
+        "Give it only to environments whose code you trust with your network, and pin what "
+        "they connect to (`WANDER_VERIFIERS_CONFIG`). Root only: without root no worker "
+        "is kept off the network.",
+    )
     env_uids: str = Field(
         "100000-165535",
         pattern=r"^\s*\d+\s*-\s*\d+\s*$",
@@ -212,6 +221,12 @@ class Settings(BaseSettings):
         '(docs/environments.md, "Hosting Verifiers tasksets"). Read from the environment '
         "where environments load, so set it there (`wander serve --verifiers`).",
     )
+    verifiers_config: str = Field(
+        "",
+        description="Taskset fields the operator fixes, a JSON object by taskset id "
+        '(`{"openenv": {"base_url": "http://10.0.0.5:8000"}}`): a request can no longer set '
+        "them (what a taskset connects to, above all). It reaches the workers: never a secret.",
+    )
 
     @field_validator("redis_url")
     @classmethod
@@ -233,6 +248,13 @@ class Settings(BaseSettings):
     def _verifiers_names_tasksets(cls, value: str) -> str:
         """A list that does not parse stops the service at start, naming the bad item."""
         parse_ids(value)
+        return value
+
+    @field_validator("verifiers_config")
+    @classmethod
+    def _verifiers_config_is_fields_by_taskset(cls, value: str) -> str:
+        """A value that is not a JSON object of objects stops the service at start."""
+        parse_pinned(value)
         return value
 
     @field_validator("env_uids")

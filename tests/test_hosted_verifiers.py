@@ -14,6 +14,7 @@ must be the same three ways.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -260,8 +261,6 @@ def test_an_episode_stays_live_in_its_worker_between_steps(
 
 def vf_eval(python: Path, config: str, tmp_path: Path) -> list[dict[str, Any]]:
     """``vf-eval @ config`` (TOML text) with the test tasksets importable; its traces."""
-    import json
-
     folder = tmp_path / f"eval-{len(list(tmp_path.glob('eval-*')))}"
     folder.mkdir()
     (folder / "eval.toml").write_text(config.replace("\n        ", "\n"))
@@ -282,9 +281,10 @@ def vf_eval(python: Path, config: str, tmp_path: Path) -> list[dict[str, Any]]:
 
 
 def own_eval(python: Path, scripted: ServiceProcess, tmp_path: Path, taskset: str,
-             seat: str, tasks: int) -> dict[int, dict[str, Any]]:  # fmt: skip
+             seat: str, tasks: int, extra: str = "") -> dict[int, dict[str, Any]]:  # fmt: skip
     """``vf-eval`` running ``taskset`` itself (the null harness, in a local process) with
-    the scripted model: each task's trace, by its index."""
+    the scripted model: each task's trace, by its index (``extra``: more of the taskset's
+    fields, as TOML)."""
     traces = vf_eval(python, f"""
         model = "scripted"
         push = false
@@ -299,6 +299,7 @@ def own_eval(python: Path, scripted: ServiceProcess, tmp_path: Path, taskset: st
 
         [env.taskset]
         id = "{taskset}"
+        {extra.strip()}
 
         [env.{seat}.harness]
         id = "null"
@@ -313,33 +314,54 @@ def weighted(trace: dict[str, Any]) -> dict[str, float]:
     return {name: r["score"] * r["weight"] for name, r in trace["rewards"].items()}
 
 
-@pytest.mark.parametrize(("taskset", "seat"), [("hot-cold", "player"), ("marble-v1", "agent")])
-def test_the_rewards_are_verifiers_own(
-    python: Path, service: ServiceProcess, scripted: ServiceProcess, tmp_path: Path,
-    taskset: str, seat: str,
-) -> None:  # fmt: skip
-    """The same tasks, the same replies: Wander's score is what ``vf-eval`` records, one
+@pytest.fixture(scope="module")
+def hot_cold_alone(
+    python: Path, scripted: ServiceProcess, tmp_path_factory: pytest.TempPathFactory
+) -> dict[int, dict[str, Any]]:
+    """``vf-eval`` running hot-cold itself on its first three tasks: the traces, by task."""
+    return own_eval(python, scripted, tmp_path_factory.mktemp("alone"), "hot-cold", "player", 3)
+
+
+def assert_scored_as(service: ServiceProcess, episode_id: str, trace: dict[str, Any]) -> None:
+    """Wander's score of the episode is what ``vf-eval`` recorded on ``trace``: one
     component per reward (its score times its weight), the total Verifiers' reward."""
-    theirs = own_eval(python, scripted, tmp_path, taskset, seat, tasks=2)
-    for index, trace in theirs.items():
-        episode = create(service, f"vf/{taskset}", example=index)
+    ours = score(service, episode_id)
+    assert ours["components"] == pytest.approx(weighted(trace), abs=1e-12)
+    assert ours["total"] == pytest.approx(math.fsum(weighted(trace).values()), abs=1e-12)
+    for name, reward in trace["rewards"].items():
+        assert ours["metrics"][f"{name}.score"] == reward["score"]
+        assert ours["metrics"][f"{name}.weight"] == reward["weight"]
+
+
+def test_the_rewards_are_verifiers_own(
+    service: ServiceProcess, scripted: ServiceProcess, hot_cold_alone: dict[int, dict[str, Any]]
+) -> None:
+    """The same tasks, the same replies: the score is the one ``vf-eval`` records."""
+    for index, trace in hot_cold_alone.items():
+        episode = create(service, "vf/hot-cold", example=index)
         play(service, scripted, episode)
-        ours = score(service, episode["id"])
-        assert ours["components"] == pytest.approx(weighted(trace), abs=1e-12)
-        assert ours["total"] == pytest.approx(math.fsum(weighted(trace).values()), abs=1e-12)
-        for name, reward in trace["rewards"].items():
-            assert ours["metrics"][f"{name}.score"] == reward["score"]
-            assert ours["metrics"][f"{name}.weight"] == reward["weight"]
-    if taskset == "marble-v1":  # the script knows each level's solution
-        assert all(trace["rewards"]["scored"]["score"] == 1.0 for trace in theirs.values())
+        assert_scored_as(service, episode["id"], trace)
+
+
+def test_a_published_taskset_is_hosted_with_the_rewards_verifiers_gives_it(
+    python: Path, service: ServiceProcess, scripted: ServiceProcess, tmp_path: Path
+) -> None:
+    """marble-v1 from PyPI, unchanged: its physics scores the layout the script sends,
+    through Wander as through ``vf-eval``."""
+    theirs = own_eval(python, scripted, tmp_path, "marble-v1", "agent", tasks=2)
+    for index, trace in theirs.items():
+        episode = create(service, "vf/marble-v1", example=index)
+        play(service, scripted, episode)
+        assert_scored_as(service, episode["id"], trace)
+        assert trace["rewards"]["scored"]["score"] == 1.0  # the script knows each solution
 
 
 def test_vf_eval_through_wander_gives_the_rewards_of_vf_eval_alone(
-    python: Path, service: ServiceProcess, scripted: ServiceProcess, tmp_path: Path
-) -> None:
+    python: Path, service: ServiceProcess, scripted: ServiceProcess, tmp_path: Path,
+    hot_cold_alone: dict[int, dict[str, Any]],
+) -> None:  # fmt: skip
     """``vf-eval`` playing ``vf/hot-cold`` through Wander's ``wander`` taskset: a Verifiers
     user who moves the taskset behind Wander gets the rewards ``vf-eval`` gives it alone."""
-    alone = own_eval(python, scripted, tmp_path, "hot-cold", "player", tasks=3)
     through = vf_eval(python, f"""
         model = "scripted"
         push = false
@@ -359,11 +381,11 @@ def test_vf_eval_through_wander_gives_the_rewards_of_vf_eval_alone(
     """, tmp_path)  # fmt: skip
     assert len(through) == 3
     for trace in through:
-        index = trace["task"]["data"]["example"]
-        assert weighted(trace) == pytest.approx(weighted(alone[index]), abs=1e-12)
+        alone = hot_cold_alone[trace["task"]["data"]["example"]]
+        assert weighted(trace) == pytest.approx(weighted(alone), abs=1e-12)
         wander = trace["info"]["wander"]
         assert wander["done"] is True
-        assert wander["total"] == pytest.approx(math.fsum(weighted(alone[index]).values()))
+        assert wander["total"] == pytest.approx(math.fsum(weighted(alone).values()))
 
 
 def test_grpo_trains_two_steps_on_a_hosted_taskset(service: ServiceProcess, tmp_path: Path) -> None:
@@ -383,3 +405,54 @@ def test_grpo_trains_two_steps_on_a_hosted_taskset(service: ServiceProcess, tmp_
         page = client.episodes("grpo-vf", limit=100)
     assert page.total == 16 and {e.env for e in page.episodes} == {"vf/hot-cold"}
     assert all(e.turn >= 1 for e in page.episodes)
+
+
+def test_verifiers_own_openenv_taskset_reaches_only_the_network_its_operator_allows(
+    python: Path, shared: dict[str, str], scripted: ServiceProcess, tmp_path: Path
+) -> None:
+    """Verifiers' built-in ``openenv`` taskset plays an OpenEnv server: here OpenEnv's own
+    server of tests/openenv_envs.py's GuessNumber, the operator pinning where (a request
+    cannot point it elsewhere). Its workers have no network unless ``WANDER_ENV_NETWORK``
+    names it; with it, its rewards are those ``vf-eval`` gets running the taskset itself."""
+    own = ServiceProcess(
+        {"PYTHONPATH": str(ROOT)}, ("tests.openenv_envs:app",), "/health",
+        python=str(interop_venv("openenv010")), cwd=str(ROOT), module="uvicorn",
+    ).start()  # fmt: skip
+    pinned = {"base_url": own.url, "resets": [{"seed": 5}]}
+
+    def hosting(network: bool) -> ServiceProcess:
+        return ServiceProcess(
+            {**shared, "WANDER_VERIFIERS": "openenv",
+             "WANDER_VERIFIERS_CONFIG": json.dumps({"openenv": pinned}),
+             "WANDER_ENV_NETWORK": "vf/openenv" if network else "",
+             # its run() imports OpenEnv's client, and gradio with it: ~3 s a fresh worker
+             "WANDER_ENV_CALL_SECONDS": "30"},
+            python=str(python), cwd=str(ROOT),
+        ).start()  # fmt: skip
+
+    try:
+        if os.geteuid() == 0:  # without root, no worker is kept off the network
+            closed = hosting(network=False)
+            try:
+                refused = httpx.post(
+                    f"{closed.url}/v1/episodes", json={"env": "vf/openenv"}, timeout=TIMEOUT
+                )
+            finally:
+                closed.stop()
+            assert refused.status_code == 422 and refused.json()["error"]["code"] == "env_error"
+        hosted = hosting(network=True)
+        try:
+            info = httpx.get(f"{hosted.url}/v1/environments/vf/openenv", timeout=TIMEOUT).json()
+            assert "base_url" not in info["config_schema"]["properties"]  # not a request's
+            assert info["splits"] == {"train": 1, "eval": 1}  # one task per reset
+            extra = f'base_url = "{own.url}"\nresets = [{{seed = 5}}]'
+            theirs = own_eval(python, scripted, tmp_path, "openenv", "player", 1, extra)
+            for index, trace in theirs.items():
+                episode = create(hosted, "vf/openenv", example=index)
+                play(hosted, scripted, episode)
+                assert_scored_as(hosted, episode["id"], trace)
+                assert trace["rewards"]["openenv_reward"]["score"] == 1.0  # halving finds it
+        finally:
+            hosted.stop()
+    finally:
+        own.stop()

@@ -10,7 +10,7 @@ import pytest
 
 from wander.sdk import EnvConfig, Environment, Reset, Score, Transition
 from wander.service.envs import Registry
-from wander.service.sandbox.forkserver import _warm_up_for
+from wander.service.sandbox.forkserver import _asked
 from wander.service.sandbox.worker import FALLBACK, WarmUp, Worker, answer
 
 SHIPPED = ("sql", "rg/spiral_matrix", "rg/countdown")
@@ -109,14 +109,16 @@ def test_without_a_warm_up_episode_the_worker_plays_the_fallback(
 @pytest.mark.parametrize(
     ("request_bytes", "named"),
     [
-        (b'{"env": "sql", "op": "advance"}', ("sql", "advance")),
-        (b'{"env": null, "op": null}', (None, None)),
-        (b'{"env": 3, "op": ["advance"]}', (None, None)),
-        (b'["sql"]', (None, None)),
-        (b"not json", (None, None)),
+        (b'{"env": "sql", "op": "advance"}', ("sql", "advance", False)),
+        (b'{"env": "vf/x", "op": "start", "network": true}', ("vf/x", "start", True)),
+        (b'{"env": "sql", "op": "advance", "network": 1}', ("sql", "advance", False)),
+        (b'{"env": null, "op": null}', (None, None, False)),
+        (b'{"env": 3, "op": ["advance"]}', (None, None, False)),
+        (b'["sql"]', (None, None, False)),
+        (b"not json", (None, None, False)),
     ],
 )
-def test_a_fork_request_names_at_most_an_environment_and_a_call(
-    request_bytes: bytes, named: tuple[str | None, str | None]
+def test_a_fork_request_names_at_most_an_environment_a_call_and_the_network(
+    request_bytes: bytes, named: tuple[str | None, str | None, bool]
 ) -> None:
-    assert _warm_up_for(request_bytes) == named
+    assert _asked(request_bytes) == named

@@ -45,6 +45,7 @@ class Sandbox:
             settings.max_episode_bytes,
             settings.env_uids,
             settings.env_live_episodes,
+            frozenset(filter(None, (name.strip() for name in settings.env_network.split(",")))),
         )
 
     async def start(

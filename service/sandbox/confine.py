@@ -14,7 +14,10 @@ worker, before it reads a request). Each layer stops something the others do not
   gives a worker nothing to reach: no device is up, no worker can bring one up (no
   capability), and the abstract unix sockets, the one thing a network namespace
   scopes that a worker could use to meet another, are closed by Landlock's scope
-  (below).
+  (below). The workers of an environment the operator names in ``WANDER_ENV_NETWORK``
+  (a hosted taskset that talks to a server of its own) join the service's network
+  instead, every other layer kept; they are forked for their call, never taken from,
+  or given back to, the ready workers.
 - **a file system of its own** (mount namespaces, root only): the fork server moves
   into a ``tmpfs`` holding read-only binds of what Python and the environments need
   (the system's ``/usr``, the interpreter, every ``sys.path`` folder, the folders the
@@ -68,6 +71,7 @@ import resource
 import select
 import signal
 import sys
+import tempfile
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -126,6 +130,9 @@ class Jail:
     """The layers the fork server set up for all its workers (for the log)."""
     pid_namespace: int | None
     """A descriptor of the fork server's own pid namespace (root only)."""
+    host_network: int | None
+    """A descriptor of the service's network namespace (root only): the workers of an
+    environment the operator lets reach the network (``WANDER_ENV_NETWORK``) join it."""
     lifeline: int
     """A pidfd of the fork server: readable once it is gone."""
 
@@ -142,11 +149,13 @@ def prepare() -> Jail:
     home = Path.cwd()
     lifeline = os.pidfd_open(os.getpid())
     if os.geteuid() != 0:
-        return Jail(False, home, (), None, lifeline)
+        return Jail(False, home, (), None, None, lifeline)
     pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    host_network = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     _unshare(CLONE_NEWNET | CLONE_NEWNS)
     _build_jail(home, _needed_paths())
-    return Jail(True, home, ("network namespace", "read-only root"), pid_namespace, lifeline)
+    layers = ("network namespace", "read-only root")
+    return Jail(True, home, layers, pid_namespace, host_network, lifeline)
 
 
 def fork_worker(jail: Jail) -> int:
@@ -172,10 +181,19 @@ def fork_worker(jail: Jail) -> int:
     return pid
 
 
-def confine(jail: Jail, limits: Limits, uid: int | None, directory: Path) -> list[str]:
+def confine(
+    jail: Jail, limits: Limits, uid: int | None, directory: Path, network: bool = False
+) -> list[str]:
     """Confine a freshly forked worker (``uid`` its own, root only; ``directory`` its
-    working directory when not root); returns the layers applied (for the log)."""
+    working directory when not root; ``network``: it joins the service's network, for
+    an environment the operator allows it); returns the layers applied (for the log)."""
     applied = list(jail.layers)
+    if jail.host_network is not None:
+        if network:  # before it drops root: joining a namespace takes the capability
+            _setns(jail.host_network, CLONE_NEWNET)
+            applied = [layer for layer in applied if layer != "network namespace"]
+            applied.append("the service's network")
+        os.close(jail.host_network)
     os.setsid()  # a session of its own: kill(0), its process group, reaches no one else
     if jail.root and uid is not None:
         _unshare(CLONE_NEWNS | CLONE_NEWIPC)
@@ -188,6 +206,10 @@ def confine(jail: Jail, limits: Limits, uid: int | None, directory: Path) -> lis
     else:
         os.chdir(directory)
         os.environ.update(HOME=str(directory), TMPDIR=str(directory))
+    # Its temporary directory, said rather than found: ``tempfile`` finds one by writing a
+    # file, which RLIMIT_FSIZE 0 refuses, and a library that asks for it while it is
+    # imported (gradio, which OpenEnv's clients import) would fail to import.
+    tempfile.tempdir = os.getcwd()
     _limit(resource.RLIMIT_AS, limits.memory_bytes)
     _limit(resource.RLIMIT_CPU, limits.cpu_seconds)
     _limit(resource.RLIMIT_FSIZE, 0)

@@ -99,7 +99,7 @@ class ForkServer:
             request = self.control.recv(MESSAGE_BYTES)
             if not request:  # the service closed it: it is stopping
                 break
-            answer, descriptors = self.fork(*_warm_up_for(request))
+            answer, descriptors = self.fork(*_asked(request))
             try:
                 socket.send_fds(self.control, [orjson.dumps(answer)], descriptors)
             finally:
@@ -107,9 +107,12 @@ class ForkServer:
                     os.close(descriptor)
         self.stop()
 
-    def fork(self, env: str | None, op: str | None) -> tuple[dict[str, Any], list[int]]:
-        """A new worker, warmed up for ``op`` calls of ``env``: its pid and uid, and the
-        service's end of its channel and its pidfd; or why there is none."""
+    def fork(
+        self, env: str | None, op: str | None, network: bool = False
+    ) -> tuple[dict[str, Any], list[int]]:
+        """A new worker, warmed up for ``op`` calls of ``env`` (in the service's network if
+        ``network``): its pid and uid, and the service's end of its channel and its pidfd;
+        or why there is none."""
         episode = self.warm_up.prepare(env) if env is not None else None
         uid = self._free_uid() if self.jail.root else None
         if self.jail.root and uid is None:
@@ -126,7 +129,7 @@ class ForkServer:
             self._forget(Child(uid, directory))
             return {"error": f"fork: {exc}"}, []
         if pid == 0:
-            self._become_worker(worker_end, uid, directory, op, episode)
+            self._become_worker(worker_end, uid, directory, op, episode, network)
         worker_end.close()
         self.children[pid] = Child(uid, directory)
         return {"pid": pid, "uid": uid}, [service_end.detach(), os.pidfd_open(pid)]
@@ -147,7 +150,7 @@ class ForkServer:
 
     def _become_worker(
         self, channel: socket.socket, uid: int | None, directory: Path | None, op: str | None,
-        episode: dict[str, Any] | None,
+        episode: dict[str, Any] | None, network: bool,
     ) -> NoReturn:  # fmt: skip
         """The forked child: confine, say ready, serve; never back into the server's loop."""
         status = 1
@@ -155,8 +158,9 @@ class ForkServer:
         try:
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            _close_all_but(0, 1, 2, fd, self.jail.lifeline)
-            layers = confine(self.jail, self.limits, uid, directory or self.jail.home)
+            namespaces = [self.jail.host_network] if self.jail.host_network is not None else []
+            _close_all_but(0, 1, 2, fd, self.jail.lifeline, *namespaces)
+            layers = confine(self.jail, self.limits, uid, directory or self.jail.home, network)
             os.close(self.jail.lifeline)
             self.warm_up.run(op, episode)
             write_frame(fd, orjson.dumps({"ready": layers}))
@@ -199,14 +203,16 @@ class ForkServer:
         self.children.clear()
 
 
-def _warm_up_for(request: bytes) -> tuple[str | None, str | None]:
-    """The environment and the call a fork request names (the service's own message)."""
+def _asked(request: bytes) -> tuple[str | None, str | None, bool]:
+    """The environment and the call a fork request names, and whether its worker joins
+    the service's network (the service's own message)."""
     with contextlib.suppress(orjson.JSONDecodeError):
         named = orjson.loads(request)
         if isinstance(named, dict):
             env, op = named.get("env"), named.get("op")
-            return (env if isinstance(env, str) else None), (op if isinstance(op, str) else None)
-    return None, None
+            env, op = (env if isinstance(env, str) else None), (op if isinstance(op, str) else None)
+            return env, op, named.get("network") is True
+    return None, None, False
 
 
 def _close_all_but(*kept: int) -> None:

@@ -216,14 +216,17 @@ class ForkServer:
         log.info("environment fork server %d started, confined by %s", process.pid, server.layers)
         return server
 
-    async def fork(self, env: str | None = None, op: str | None = None) -> WorkerProcess:
+    async def fork(
+        self, env: str | None = None, op: str | None = None, network: bool = False
+    ) -> WorkerProcess:
         """A new worker, forked and not yet ready (``WorkerProcess.ready``), warmed up for
-        ``op`` calls of ``env``; ``EnvFailed`` if the server could not fork one, or is gone
-        (it is then ``broken``)."""
+        ``op`` calls of ``env``, in the service's network if ``network``; ``EnvFailed`` if
+        the server could not fork one, or is gone (it is then ``broken``)."""
         loop = asyncio.get_running_loop()
+        request = orjson.dumps({"env": env, "op": op, "network": network})
         async with self._asking:
             try:
-                await loop.sock_sendall(self.control, orjson.dumps({"env": env, "op": op}))
+                await loop.sock_sendall(self.control, request)
                 answer, descriptors = await self._receive()
             except (EOFError, OSError) as exc:
                 self.broken = True

@@ -8,6 +8,10 @@ tenant or another, nor read one; the start of an episode counts (its config come
 the client). Only a worker whose every call was of a pure-parsing environment goes back
 to serve the next.
 
+The workers of an environment the operator lets reach the network
+(``WANDER_ENV_NETWORK``: a hosted taskset that talks to a server of its own) are forked
+for their call, in the service's network, and never join the ready workers.
+
 Hosted environments (another framework's, ``envs.hosted``) are the one exception, for
 one episode at a time: they keep an episode live in their worker's memory, and a step
 that lands elsewhere must replay the whole episode. So the worker of a hosted
@@ -86,7 +90,7 @@ class WorkerPool:
 
     def __init__(
         self, size: int, deadline: float, memory_bytes: int, wait: float, max_frame_bytes: int,
-        uids: str = "100000-165535", kept: int = 0,
+        uids: str = "100000-165535", kept: int = 0, network: frozenset[str] = frozenset(),
     ) -> None:  # fmt: skip
         self.size, self.deadline, self.wait = size, deadline, wait
         self.max_frame_bytes = max_frame_bytes
@@ -108,6 +112,9 @@ class WorkerPool:
         self._returning = 0
         """Workers lent to calls of pure-parsing environments: expected back."""
         self._workers: set[WorkerProcess] = set()
+        self.network = network
+        """Environments whose calls run in a worker in the service's network, forked for
+        the call (``WANDER_ENV_NETWORK``)."""
         self.kept = kept
         self._kept: OrderedDict[str, WorkerProcess] = OrderedDict()
         """Idle workers kept for the next step of their episode (by its id), the least
@@ -156,7 +163,7 @@ class WorkerPool:
         if keep is not None:
             HOSTED_STEPS.labels(env, "replayed" if worker is None else "live").inc()
         if worker is None:
-            worker = await self._take(reuse)
+            worker = await (self._networked(env) if env in self.network else self._take(reuse))
         try:
             reply = await asyncio.wait_for(worker.call(body), self.deadline)
             result = _result(reply, env, check)
@@ -216,6 +223,26 @@ class WorkerPool:
         worker.returning = reuse
         self._returning += reuse
         return worker  # its replacement is forked once the call is over (``_discard``)
+
+    async def _networked(self, env: str) -> WorkerProcess:
+        """A worker in the service's network, forked for this call: never one of the ready
+        workers, and never given back to them (``_release`` stops it, or keeps it for the
+        call's episode alone)."""
+        if self._closed:
+            raise EnvFailed("the service is stopping")
+        worker = await (await self._fork_server()).fork(env, self._expected[1], network=True)
+        self._workers.add(worker)
+        try:
+            await asyncio.wait_for(worker.ready(), STARTUP_SECONDS)
+        except TimeoutError:
+            self._discard(worker)
+            raise EnvFailed("no environment worker could be started in time") from None
+        except BaseException as exc:
+            self._discard(worker)
+            if isinstance(exc, Exception) and not isinstance(exc, EnvFailed):
+                raise EnvFailed(f"an environment worker could not be started: {exc}") from exc
+            raise
+        return worker
 
     async def _wait_for_worker(self) -> WorkerProcess:
         wanted: asyncio.Future[WorkerProcess] = asyncio.get_running_loop().create_future()

@@ -17,9 +17,10 @@ from wander.service.envs.sdk import EnvConfig, Environment
 
 ConfigT = TypeVar("ConfigT", bound=EnvConfig)
 
-HOSTED_VARIABLES = ("WANDER_OPENENV", "WANDER_VERIFIERS")
+HOSTED_VARIABLES = ("WANDER_OPENENV", "WANDER_VERIFIERS", "WANDER_VERIFIERS_CONFIG")
 """The settings that name hosted environments, read where environments load (the service
-and its fork server): each names code to import, never a secret."""
+and its fork server): each names code to import, or pins a taskset's fields, never a
+secret."""
 
 
 class Hosted(Environment[ConfigT]):

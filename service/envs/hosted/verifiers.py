@@ -59,6 +59,10 @@ from wander.service.envs.hosted.replay import (
 VARIABLE = "WANDER_VERIFIERS"
 """Where the operator names the tasksets to serve (the service and its fork server both
 read it: it names code, never a secret)."""
+PINNED = "WANDER_VERIFIERS_CONFIG"
+"""Taskset fields the operator fixes, a JSON object by taskset id (``{"openenv":
+{"base_url": "http://..."}}``): a request can no longer set them. Read where
+environments load, the workers included: never a secret."""
 PREFIX = "vf"
 TASKSET_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 SEAT = "wander"
@@ -85,11 +89,27 @@ def parse_ids(value: str) -> list[str]:
     return ids
 
 
+def parse_pinned(value: str) -> dict[str, dict[str, Any]]:
+    """``WANDER_VERIFIERS_CONFIG`` as fields by taskset id; ``ValueError`` saying why not."""
+    import json
+
+    try:
+        pinned = json.loads(value or "{}")
+    except ValueError as exc:
+        raise ValueError(f"{PINNED} is not JSON: {exc}") from None
+    if not isinstance(pinned, dict) or not all(isinstance(v, dict) for v in pinned.values()):
+        raise ValueError(f"{PINNED} must be a JSON object of objects, one per taskset id")
+    return pinned
+
+
 def environments() -> list[Environment[Any]]:
     """The environments ``WANDER_VERIFIERS`` names (none if it is not set)."""
     ids = parse_ids(os.environ.get(VARIABLE, ""))
     if not ids:
         return []
+    pinned = parse_pinned(os.environ.get(PINNED, ""))
+    if strays := sorted(pinned.keys() - set(ids)):
+        raise EnvironmentUnavailable(f"{PINNED} pins tasksets {VARIABLE} does not name: {strays}")
     try:
         importlib.import_module("verifiers.v1")
     except ImportError:
@@ -97,7 +117,7 @@ def environments() -> list[Environment[Any]]:
             f"{VARIABLE} names Verifiers tasksets, but verifiers is not installed: "
             f"{install_command('verifiers')}"
         ) from None
-    return [HostedVerifiers(taskset) for taskset in ids]
+    return [HostedVerifiers(taskset, pinned.get(taskset, {})) for taskset in ids]
 
 
 class EnvEndedEarly(RuntimeError):
@@ -142,7 +162,7 @@ class HostedVerifiers(Hosted[HostedVerifiersConfig]):
     reward_weights: ClassVar[Mapping[str, float]] = AnyComponent()
     component_range: ClassVar[tuple[float, float]] = (-REWARD_BOUND, REWARD_BOUND)
 
-    def __init__(self, taskset: str) -> None:
+    def __init__(self, taskset: str, pinned: Mapping[str, Any] | None = None) -> None:
         import verifiers.v1 as vf  # pyright: ignore[reportMissingImports] (verifiers extra)
 
         try:
@@ -159,13 +179,16 @@ class HostedVerifiers(Hosted[HostedVerifiersConfig]):
             ) from None
         self.taskset = taskset
         self.name = f"{PREFIX}/{taskset}"  # type: ignore[misc]
+        self._pinned = dict(pinned or {})
         shared = set(vf.TasksetConfig.model_fields)
+        if strays := sorted(self._pinned.keys() - self._taskset_config.model_fields.keys()):
+            raise EnvironmentUnavailable(f"{PINNED} pins fields {taskset!r} lacks: {strays}")
         # The taskset's own fields; one that Wander's config has too (``seed``) is the
         # taskset's, and means what the taskset says.
         own = {
             name: (field.annotation, field)
             for name, field in self._taskset_config.model_fields.items()
-            if name not in shared
+            if name not in shared and name not in self._pinned
         }
         self.Config = create_model(  # type: ignore[misc]
             f"{_camel(taskset)}Config", __base__=HostedVerifiersConfig, **own
@@ -272,10 +295,12 @@ class HostedVerifiers(Hosted[HostedVerifiersConfig]):
         return run
 
     def _settings(self, config: HostedVerifiersConfig) -> str:
-        """The taskset config's own fields ``config`` sets, as canonical JSON."""
+        """The taskset's fields: those ``config`` sets and those the operator pinned, as
+        canonical JSON."""
         import json
 
-        return json.dumps(config.model_dump(mode="json", include=set(self._own)), sort_keys=True)
+        own = config.model_dump(mode="json", include=set(self._own))
+        return json.dumps({**own, **self._pinned}, sort_keys=True)
 
     def _size(self, config: HostedVerifiersConfig) -> int | None:
         """The number of tasks of a bounded taskset, None for an unbounded one."""
