@@ -224,7 +224,7 @@ class Settings(BaseSettings):
     verifiers_config: str = Field(
         "",
         description="Taskset fields the operator fixes, a JSON object by taskset id "
-        '(`{"openenv": {"base_url": "http://10.0.0.5:8000"}}`): a request can no longer set '
+        '(`{"openenv": {"base_url": "http://127.0.0.1:9000"}}`): a request can no longer set '
         "them (what a taskset connects to, above all). It reaches the workers: never a secret.",
     )
 
