@@ -51,17 +51,36 @@ def python() -> Path:
 
 
 @pytest.fixture(scope="module")
+def openenv_server() -> Iterator[ServiceProcess]:
+    """OpenEnv's own server of tests/openenv_envs.py's GuessNumber (OpenEnv 0.10): what
+    Verifiers' built-in ``openenv`` taskset plays, hosted."""
+    process = ServiceProcess(
+        {"PYTHONPATH": str(ROOT)}, ("tests.openenv_envs:app",), "/health",
+        python=str(interop_venv("openenv010")), cwd=str(ROOT), module="uvicorn",
+    ).start()  # fmt: skip
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
 def shared(
-    redis_url: str, pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, str]]:
-    """The settings of services sharing one Redis and one archive, as replicas would."""
+    redis_url: str, pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory,
+    openenv_server: ServiceProcess,
+) -> Iterator[dict[str, str]]:  # fmt: skip
+    """The settings of services sharing one Redis and one archive, as replicas would;
+    Verifiers' ``openenv`` taskset pinned to the OpenEnv server, one task, without
+    network (``WANDER_ENV_NETWORK`` unset)."""
     archive = tmp_path_factory.mktemp("hosted-vf") / "archive.db"
+    pinned = {"openenv": {"base_url": openenv_server.url, "resets": [{"seed": 5}]}}
     with redis_keys(redis_url, pytestconfig) as prefix:
         yield {
             "WANDER_REDIS_URL": redis_url,
             "WANDER_REDIS_PREFIX": prefix,
             "WANDER_DATABASE_URL": f"sqlite:///{archive}",
-            "WANDER_VERIFIERS": "hot-cold,drifting,marble-v1",
+            "WANDER_VERIFIERS": "hot-cold,drifting,marble-v1,openenv",
+            "WANDER_VERIFIERS_CONFIG": json.dumps(pinned),
+            # openenv's run() imports OpenEnv's client, and gradio: ~3 s a fresh worker
+            "WANDER_ENV_CALL_SECONDS": "30",
             "WANDER_ENV_LIVE_EPISODES": str(LIVE_EPISODES),
             "PYTHONPATH": f"{ROOT}{os.pathsep}{TASKSETS}",
         }
@@ -408,51 +427,28 @@ def test_grpo_trains_two_steps_on_a_hosted_taskset(service: ServiceProcess, tmp_
 
 
 def test_verifiers_own_openenv_taskset_reaches_only_the_network_its_operator_allows(
-    python: Path, shared: dict[str, str], scripted: ServiceProcess, tmp_path: Path
-) -> None:
-    """Verifiers' built-in ``openenv`` taskset plays an OpenEnv server: here OpenEnv's own
-    server of tests/openenv_envs.py's GuessNumber, the operator pinning where (a request
-    cannot point it elsewhere). Its workers have no network unless ``WANDER_ENV_NETWORK``
-    names it; with it, its rewards are those ``vf-eval`` gets running the taskset itself."""
-    own = ServiceProcess(
-        {"PYTHONPATH": str(ROOT)}, ("tests.openenv_envs:app",), "/health",
-        python=str(interop_venv("openenv010")), cwd=str(ROOT), module="uvicorn",
-    ).start()  # fmt: skip
-    pinned = {"base_url": own.url, "resets": [{"seed": 5}]}
-
-    def hosting(network: bool) -> ServiceProcess:
-        return ServiceProcess(
-            {**shared, "WANDER_VERIFIERS": "openenv",
-             "WANDER_VERIFIERS_CONFIG": json.dumps({"openenv": pinned}),
-             "WANDER_ENV_NETWORK": "vf/openenv" if network else "",
-             # its run() imports OpenEnv's client, and gradio with it: ~3 s a fresh worker
-             "WANDER_ENV_CALL_SECONDS": "30"},
-            python=str(python), cwd=str(ROOT),
-        ).start()  # fmt: skip
-
+    python: Path, shared: dict[str, str], service: ServiceProcess, scripted: ServiceProcess,
+    openenv_server: ServiceProcess, tmp_path: Path,
+) -> None:  # fmt: skip
+    """Verifiers' built-in ``openenv`` taskset plays an OpenEnv server, the operator
+    pinning which (a request cannot point it elsewhere). Its workers have no network
+    unless ``WANDER_ENV_NETWORK`` names it; with it, its rewards are those ``vf-eval``
+    gets running the taskset itself."""
+    info = httpx.get(f"{service.url}/v1/environments/vf/openenv", timeout=TIMEOUT).json()
+    assert "base_url" not in info["config_schema"]["properties"]  # pinned: not a request's
+    assert info["splits"] == {"train": 1, "eval": 1}  # one task per reset
+    if os.geteuid() == 0:  # without root, no worker is kept off the network
+        refused = httpx.post(
+            f"{service.url}/v1/episodes", json={"env": "vf/openenv"}, timeout=TIMEOUT
+        )
+        assert refused.status_code == 422 and refused.json()["error"]["code"] == "env_error"
+    extra = f'base_url = "{openenv_server.url}"\nresets = [{{seed = 5}}]'
+    [trace] = own_eval(python, scripted, tmp_path, "openenv", "player", 1, extra).values()
+    assert trace["rewards"]["openenv_reward"]["score"] == 1.0  # halving finds it
+    networked = serve(python, {**shared, "WANDER_ENV_NETWORK": "vf/openenv"})
     try:
-        if os.geteuid() == 0:  # without root, no worker is kept off the network
-            closed = hosting(network=False)
-            try:
-                refused = httpx.post(
-                    f"{closed.url}/v1/episodes", json={"env": "vf/openenv"}, timeout=TIMEOUT
-                )
-            finally:
-                closed.stop()
-            assert refused.status_code == 422 and refused.json()["error"]["code"] == "env_error"
-        hosted = hosting(network=True)
-        try:
-            info = httpx.get(f"{hosted.url}/v1/environments/vf/openenv", timeout=TIMEOUT).json()
-            assert "base_url" not in info["config_schema"]["properties"]  # not a request's
-            assert info["splits"] == {"train": 1, "eval": 1}  # one task per reset
-            extra = f'base_url = "{own.url}"\nresets = [{{seed = 5}}]'
-            theirs = own_eval(python, scripted, tmp_path, "openenv", "player", 1, extra)
-            for index, trace in theirs.items():
-                episode = create(hosted, "vf/openenv", example=index)
-                play(hosted, scripted, episode)
-                assert_scored_as(hosted, episode["id"], trace)
-                assert trace["rewards"]["openenv_reward"]["score"] == 1.0  # halving finds it
-        finally:
-            hosted.stop()
+        episode = create(networked, "vf/openenv", example=0)
+        play(networked, scripted, episode)
+        assert_scored_as(networked, episode["id"], trace)
     finally:
-        own.stop()
+        networked.stop()

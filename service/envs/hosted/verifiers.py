@@ -167,7 +167,7 @@ class HostedVerifiers(Hosted[HostedVerifiersConfig]):
 
         try:
             self._taskset_config: type[Any] = vf.taskset_config_type(taskset)
-            self._env_config: type[Any] = vf.env_config_type(taskset)
+            vf.env_config_type(taskset)  # the env that plays it resolves too
             # The seat's class, as Verifiers' loader finds it: loaded here, where the fork
             # server loads environments, its imports are every worker's (~45 ms each).
             vf.harness_config_type(SEAT)
@@ -240,7 +240,7 @@ class HostedVerifiers(Hosted[HostedVerifiersConfig]):
 
     def score(self, config: HostedVerifiersConfig, state: State) -> Score:
         rewards: dict[str, list[float]] = state.get("rewards", {})
-        components = {name: score * weight for name, (score, weight) in rewards.items()}
+        components = {name: _bounded(score * weight) for name, (score, weight) in rewards.items()}
         metrics: dict[str, Any] = {
             "turns": len(state["actions"]),
             "invalid_actions": state["invalid"],

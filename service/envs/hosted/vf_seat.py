@@ -43,8 +43,8 @@ from verifiers.v1.dialects import DIALECTS  # pyright: ignore[reportMissingImpor
 from verifiers.v1.interception import InterceptionServer  # pyright: ignore[reportMissingImports]
 
 __all__ = ["WanderSeat"]
-"""What Verifiers' loader takes when a seat names the harness (``harness.id``):
-``HOSTED_HARNESS`` imports this module through ``wander.__all__``."""
+"""What Verifiers' harness loader takes: a seat's ``harness.id`` is ``"wander"``
+(``verifiers.SEAT``), and the package ``wander`` exports ``WanderSeat`` from here."""
 
 CHAT = next(dialect for dialect in DIALECTS if "/v1/chat/completions" in dialect.routes)
 MODEL = "wander"
@@ -53,8 +53,9 @@ _SERVERS: dict[str, LocalInterception] = {}
 """The live in-memory interceptions of this process, by the base URL they hand out."""
 
 
-class Stopped(Exception):
-    """The episode's model call was refused: Wander closed the run before replying."""
+class NotChat(Exception):
+    """A model call in another dialect than chat completions, which the seat's chat loop
+    never sends."""
 
 
 class Seat(vf.Client):
@@ -85,7 +86,7 @@ class Seat(vf.Client):
         headers: Mapping[str, str] | None = None,
     ) -> Any:
         if dialect is not CHAT:
-            raise Stopped(f"hosted seats speak chat completions, not {dialect.routes}")
+            raise NotChat(f"hosted seats speak chat completions, not {dialect.routes}")
         self._reply = asyncio.get_running_loop().create_future()
         if self.asked is not None and not self.asked.done():
             self.asked.set_result(list(body.get("messages", [])))
@@ -95,15 +96,11 @@ class Seat(vf.Client):
             "object": "chat.completion",
             "created": int(time.time()),
             "model": MODEL,
-            "choices": [{"index": 0, "message": reply, "finish_reason": _finish(reply)}],
+            "choices": [{"index": 0, "message": reply, "finish_reason": "stop"}],
         }
         response = dialect.parse_response(dialect.validate_response(raw))
         response.raw = raw
         return response
-
-
-def _finish(reply: Mapping[str, Any]) -> str:
-    return "tool_calls" if reply.get("tool_calls") else "stop"
 
 
 class LocalInterception(InterceptionServer):
