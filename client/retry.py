@@ -31,6 +31,10 @@ class Retry:
     attempts: int = 5
     backoff_seconds: float = 0.2
     max_backoff_seconds: float = 5.0
+    waits: int = 0
+    """Attempts beyond ``attempts`` for answers that say how long to wait
+    (``Retry-After``): the service is up and asks for time (``archive_backlog``,
+    ``rate_limited``), which a long job would rather give than fail (``PATIENT``)."""
 
     def delay(
         self,
@@ -42,15 +46,16 @@ class Retry:
     ) -> float | None:
         """Seconds to wait before sending ``call`` again after ``attempt`` (0 for the
         first) failed with ``error`` or ended with ``response``; None: do not."""
-        if attempt + 1 >= self.attempts:
+        retry_after = response.headers.get("retry-after", "") if response is not None else ""
+        told = retry_after.isdigit()
+        if attempt + 1 >= self.attempts + (self.waits if told else 0):
             return None
         if error is not None and not (call.idempotent or isinstance(error, NOT_SENT)):
             return None
         if response is not None:
             if not retryable(call, response):
                 return None
-            retry_after = response.headers.get("retry-after", "")
-            if retry_after.isdigit():
+            if told:
                 return min(float(retry_after), self.max_backoff_seconds)
         backoff = min(self.max_backoff_seconds, self.backoff_seconds * 2**attempt)
         return backoff * (0.5 + _jitter.random() / 2)
@@ -81,3 +86,7 @@ def error_code(response: httpx.Response) -> ErrorCode | None:
 
 
 NO_RETRY = Retry(attempts=1)
+PATIENT = Retry(waits=600)
+"""A training run's: it waits out ten minutes of a service asking for time (its archive
+behind: ``archive_backlog``, with ``Retry-After: 1``) rather than fail an hour of
+training, and gives up on the rest as any client does."""

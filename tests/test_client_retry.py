@@ -194,3 +194,32 @@ async def test_the_async_client_raises_quota_exceeded_at_once_too() -> None:
         with pytest.raises(QuotaExceeded):
             await wander.score("ep_1")
     assert refusing.sent == 1
+
+
+def backlogged() -> httpx.Response:
+    error = {"code": "archive_backlog", "message": "wait", "details": {"backlog": 3, "limit": 2}}
+    return httpx.Response(503, headers={"Retry-After": "0"}, json={"error": error})
+
+
+def test_a_patient_client_waits_out_what_the_service_asks_it_to_wait_for() -> None:
+    """``waits``: attempts beyond ``attempts`` for answers with ``Retry-After`` only (the
+    service is up and asks for time); others give up after ``attempts``."""
+    patient = Retry(attempts=2, backoff_seconds=0.01, waits=10)
+    refusing = Refusing(backlogged(), times=8)
+    with WanderClient("http://t", transport=refusing, retry=patient) as wander:
+        assert wander.create("tictactoe") == []
+    assert refusing.sent == 9
+    refusing = Refusing(backlogged(), times=99)
+    with (
+        WanderClient("http://t", transport=refusing, retry=patient) as wander,
+        pytest.raises(ServiceUnavailable),
+    ):
+        wander.create("tictactoe")
+    assert refusing.sent == 12  # attempts + waits
+    silent = Refusing(httpx.Response(503), times=99)  # no Retry-After: attempts only
+    with (
+        WanderClient("http://t", transport=silent, retry=patient) as wander,
+        pytest.raises(ServiceUnavailable),
+    ):
+        wander.score("ep_1")
+    assert silent.sent == 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +13,11 @@ from trl import chat_template_utils
 
 from tests.agents import ScriptedBackend, answer, perfect_agent
 from tests.helpers import DeletingClient
-from wander.client import WanderClient
+from tests.proxy import behind_proxy
+from wander.client import ServiceUnavailable, WanderClient
+from wander.client.retry import NO_RETRY, PATIENT
+from wander.service.archive.migrations import upgrade
+from wander.service.backpressure import READ_EVERY
 from wander.service.envs.tictactoe.env import INVALID_MOVE_PENALTY
 from wander.service.envs.tictactoe.game import optimal_moves
 from wander.testing import ServiceProcess
@@ -318,3 +324,40 @@ def test_failures_above_the_rate_stop_the_run(live: ServiceProcess) -> None:
             RolloutFailed, match=r"1 of 4 episodes .* more than max_failure_rate = 0.2 of the batch"
         ):
             rollout([example_prompt(3)] * 2 + [example_prompt(8)] * 2)
+
+
+def test_a_training_runs_rollout_rides_through_the_archives_backpressure(
+    postgresql_url: str,
+) -> None:
+    """The archive's database cut off, games finish past ``WANDER_ARCHIVE_BACKLOG_MAX``:
+    creating answers 503 ``archive_backlog``, and a training run's rollout (its client
+    is ``PATIENT``, as ``GRPORunConfig.client`` makes it) waits it out, completing once
+    the database is back and the backlog drained."""
+    upgrade(postgresql_url)
+    tokenizer = build_tokenizer()
+    with behind_proxy(postgresql_url) as (outage, url):
+        settings = {"WANDER_DATABASE_URL": url, "WANDER_ARCHIVE_BACKLOG_MAX": "2"}
+        service = ServiceProcess(settings).start()
+        try:
+            with WanderClient(service.url, retry=PATIENT) as client:
+                backend = ScriptedBackend(tokenizer)
+                rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS,
+                                        config=OPTIMAL, run="ride", backend=backend)  # fmt: skip
+                outage.down()
+                rollout([example_prompt(3)] * 2 + [example_prompt(8)] * 2)  # 4 finished
+                time.sleep(READ_EVERY)  # the backlog a process counted stands this long
+                with (
+                    WanderClient(service.url, retry=NO_RETRY) as impatient,
+                    pytest.raises(ServiceUnavailable) as refused,
+                ):
+                    impatient.create("tictactoe")
+                assert refused.value.code == "archive_backlog"
+                back = threading.Timer(2.0, outage.up)
+                back.start()
+                started = time.monotonic()
+                output = rollout([example_prompt(5)] * 2)
+                back.join()
+            assert time.monotonic() - started > 1.5  # it waited for the archive
+            assert len(output["episode_id"]) == 2 and None not in output["win"]
+        finally:
+            service.stop()

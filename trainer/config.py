@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from wander.client import WanderClient
+from wander.client.retry import PATIENT
 from wander.trainer.rollout import MAX_FAILURE_RATE
 
 
@@ -172,7 +173,7 @@ class GRPORunConfig(BaseModel):
         """The client every part of the run plays through: ``url`` and ``api_key`` (the
         command line's, or its environment's) before the file's ``url`` and ``api_key``."""
         key = api_key or (self.api_key.get_secret_value() if self.api_key else None)
-        return WanderClient(url or self.url, key)
+        return WanderClient(url or self.url, key, retry=PATIENT)
 
 
 def load_config(path: Path) -> GRPORunConfig:
