@@ -24,6 +24,7 @@ from wander.client import (
     AsyncWanderClient,
     Retry,
     ServiceUnavailable,
+    StepResult,
     WanderAPIError,
     WanderConnectionError,
 )
@@ -136,6 +137,49 @@ class Players:
                 self.broken[episode.id] = f"{error.status} {error.code}"
             else:
                 self.finished[episode.id] = episode.turn
+
+
+@dataclass
+class BatchPlayers:
+    """``clients`` clients, each keeping ``width`` games of ``run`` live and stepping all
+    of them in one ``POST /v1/step`` per turn (a trainer's rollout, or a batch evaluator),
+    starting a group of new games for those that end, until ``stop`` is set."""
+
+    url: str
+    run: str
+    clients: int = 4
+    width: int = 64
+    traffic: Traffic = field(default_factory=Traffic)
+    finished: dict[str, int] = field(default_factory=dict)
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def play(self) -> None:
+        transport = CountingTransport(self.traffic)
+        async with AsyncWanderClient(self.url, retry=PATIENT, transport=transport) as client:
+            await asyncio.gather(*(self._client(client, seed) for seed in range(self.clients)))
+
+    async def _client(self, client: AsyncWanderClient, seed: int) -> None:
+        agent, examples = random_agent(seed), _examples(seed)
+        live: dict[str, tuple[int, str]] = {}  # episode -> (turn, board)
+        while not self.stop.is_set():
+            if len(live) < self.width:
+                create = functools.partial(
+                    client.create, "tictactoe", example=next(examples), run=self.run,
+                    n=self.width - len(live),
+                )  # fmt: skip
+                for episode in await _persist(create):
+                    live[episode.id] = (episode.turn, episode.info["board"])
+            steps = [
+                {"episode_id": episode_id, "turn": turn, "action": agent(board)}
+                for episode_id, (turn, board) in live.items()
+            ]
+            for result in await _persist(functools.partial(client.step_many, steps)):
+                if isinstance(result, StepResult):
+                    if result.done:
+                        del live[result.episode_id]
+                        self.finished[result.episode_id] = result.turn
+                    else:
+                        live[result.episode_id] = (result.turn, result.info["board"])
 
 
 def _examples(seed: int) -> Iterator[int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from wander.service.settings import Settings
 from wander.service.store.base import DeadLetter, EpisodeStore, Pending, Usage, Versioned
 from wander.service.store.memory import MemoryStore
+from wander.service.store.outbox import Outbox, outbox_path
 
 __all__ = [
     "DeadLetter",
@@ -30,4 +31,5 @@ def open_store(settings: Settings) -> EpisodeStore:
             settings.redis_max_connections,
             settings.redis_partitions,
         )
-    return MemoryStore(settings.episode_ttl_seconds)
+    path = outbox_path(settings.database_url)
+    return MemoryStore(settings.episode_ttl_seconds, Outbox(path) if path is not None else None)

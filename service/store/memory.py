@@ -24,6 +24,7 @@ from wander.service.store.base import (
     quota_exceeded,
     spliced,
 )
+from wander.service.store.outbox import Outbox
 
 log = logging.getLogger(__name__)
 
@@ -68,15 +69,17 @@ class MemoryStore(EpisodeStore):
 
     Its methods never await between reading and writing, so under asyncio each
     runs to completion without interleaving: the compare-and-set is atomic by
-    construction. The backlog and the dead letters live as long as the process, so
-    every record queued wakes the archiver (``on_queued``), which drains the backlog
-    continuously: a ``kill -9`` loses only the records of the last moment, those not
-    yet committed to the database. The service drains the rest on shutdown.
+    construction. Every record queued wakes the archiver (``on_queued``), which drains
+    the backlog continuously, and the service drains the rest on shutdown. With an
+    ``outbox`` (a SQLite archive's: ``outbox.py``) the backlog is also on disk, written
+    before the step that finished the game returns, so a ``kill -9`` loses none of it:
+    the next process on the same files archives what is left. Without one, the backlog
+    lives as long as the process. Dead letters live in the process either way.
     """
 
     durable = False
 
-    def __init__(self, ttl_seconds: float) -> None:
+    def __init__(self, ttl_seconds: float, outbox: Outbox | None = None) -> None:
         super().__init__(ttl_seconds)
         self._live: dict[str, _Live] = {}
         self._live_count: Counter[str] = Counter()
@@ -89,7 +92,11 @@ class MemoryStore(EpisodeStore):
         """Each bucket's time (``_microseconds``) at which it is full again, until then."""
         self._backlog: dict[str, bytes] = {}
         self._dead: dict[str, DeadLetter] = {}
-        self._tokens = itertools.count()
+        self._outbox = outbox
+        left = outbox.records() if outbox is not None else []
+        for token, record in left:  # what a killed process had not archived
+            self._backlog[str(token)] = record
+        self._tokens = itertools.count(left[-1][0] + 1 if left else 0)
         self._queued: list[Callable[[], object]] = []
 
     async def add(
@@ -190,7 +197,10 @@ class MemoryStore(EpisodeStore):
         self._queued.append(callback)
 
     def _queue(self, record: bytes) -> None:
-        self._backlog[str(next(self._tokens))] = record
+        token = next(self._tokens)
+        if self._outbox is not None:  # on disk before the step that finished it returns
+            self._outbox.add(token, record)
+        self._backlog[str(token)] = record
         for callback in self._queued:
             callback()
 
@@ -202,6 +212,11 @@ class MemoryStore(EpisodeStore):
     async def acknowledge(self, tokens: Sequence[str]) -> None:
         for token in tokens:
             self._backlog.pop(token, None)
+        self._forget_on_disk(tokens)
+
+    def _forget_on_disk(self, tokens: Sequence[str]) -> None:
+        if self._outbox is not None:
+            self._outbox.remove([int(token) for token in tokens if token.isdecimal()])
 
     async def backlog(self) -> int:
         return len(self._backlog)
@@ -210,6 +225,7 @@ class MemoryStore(EpisodeStore):
         data = self._backlog.pop(token, None)
         if data is None:
             return None
+        self._forget_on_disk([token])  # dead letters live in the process (as before)
         letter = DeadLetter(str(next(self._tokens)), data, error, time.time())
         self._dead[letter.id] = letter
         if len(self._dead) > MAX_DEAD_LETTERS:
@@ -248,6 +264,9 @@ class MemoryStore(EpisodeStore):
         return None
 
     async def aclose(self) -> None:
+        if self._outbox is not None:
+            self._outbox.close()
+            self._outbox = None
         self._items.clear()
         self._live.clear()
         self._live_count.clear()
