@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -17,6 +18,7 @@ from wander.service.settings import Settings
 from wander.service.store import EpisodeStore, Usage, Versioned, open_store
 from wander.service.store import memory as memory_store
 from wander.service.store.base import RecordWithLog
+from wander.service.store.outbox import Outbox, outbox_path
 from wander.service.store.redis import RedisStore
 from wander.testing import free_port
 
@@ -471,3 +473,36 @@ async def test_redis_replicas_share_quotas_and_buckets(redis_url: str, redis_pre
     assert 1500 < left_ms <= 2000  # forgotten once full again: 4 tokens at 2 a second
     for replica in replicas:
         await replica.aclose()
+
+
+async def test_the_in_process_stores_outbox_keeps_what_a_killed_process_did_not_archive(
+    tmp_path: Path,
+) -> None:
+    """A store on a SQLite archive's outbox: what was queued and not acknowledged when the
+    process died (no ``aclose``) is the next store's backlog, in order, under new tokens
+    that the next records follow; what was acknowledged, or set aside, is not."""
+    path = tmp_path / "archive.db.outbox"
+    first = memory_store.MemoryStore(60, Outbox(path))
+    acknowledged, _, dead, _ = await taken(first, b"r1", b"r2", b"r3", b"r4")
+    await first.acknowledge([acknowledged])
+    await first.dead_letter(dead, "refused")
+    # killed: nothing closed, nothing flushed
+    second = memory_store.MemoryStore(60, Outbox(path))
+    assert [item.data for item in await second.pending(10)] == [b"r2", b"r4"]
+    assert await second.backlog() == 2
+    await queue(second, b"r5")
+    pending = await second.pending(10)
+    assert [item.data for item in pending] == [b"r2", b"r4", b"r5"]
+    assert len({item.token for item in pending}) == 3
+    await second.acknowledge([item.token for item in pending])
+    await second.aclose()
+    assert Outbox(path).records() == []
+
+
+def test_only_a_sqlite_file_archive_has_an_outbox() -> None:
+    assert outbox_path("sqlite:////var/lib/wander/archive.db") == Path(
+        "/var/lib/wander/archive.db.outbox"
+    )
+    assert outbox_path("sqlite:///wander.db?timeout=5") == Path("wander.db.outbox")
+    for url in ("sqlite://", "sqlite:///:memory:", "postgresql://db/wander"):
+        assert outbox_path(url) is None
