@@ -21,10 +21,11 @@ from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
+from tests import hosted
 from tests.conftest import redis_keys
+from tests.hosted import ROOT, hosted_steps, record, serve, step
 from tests.interop import interop_venv
 from tests.test_grpo import train_command
 from tests.test_openenv_interop import Client
@@ -32,13 +33,9 @@ from wander.cli import app as cli
 from wander.client import WanderClient
 from wander.testing import ServiceProcess, wait_until
 
-ROOT = Path(__file__).resolve().parents[1]
 HOSTED = "guess=tests.openenv_envs:GuessNumber,drift=tests.openenv_envs:Drifting"
 ECHO = "echo=echo_probe.server.echo_probe_environment:EchoProbeEnvironment"
 LIVE_EPISODES = 4
-TIMEOUT = 120
-"""Seconds a request may take: a service's first environment call starts its fork server,
-which imports every environment (seconds, more on a machine busy with other tests)."""
 """Episodes whose worker a service keeps live (``WANDER_ENV_LIVE_EPISODES``)."""
 pytestmark = pytest.mark.timeout(900)  # a first run builds the venv: minutes
 
@@ -78,8 +75,8 @@ def shared(
         }
 
 
-def serve(python: Path, settings: dict[str, str]) -> ServiceProcess:
-    return ServiceProcess(settings, python=str(python), cwd=str(ROOT)).start()
+def create(service: ServiceProcess, env: str = "openenv/guess", **body: Any) -> dict[str, Any]:
+    return hosted.create(service, env, **body)
 
 
 @pytest.fixture(scope="module")
@@ -87,21 +84,6 @@ def service(python: Path, shared: dict[str, str]) -> Iterator[ServiceProcess]:
     process = serve(python, shared)
     yield process
     process.stop()
-
-
-def create(service: ServiceProcess, env: str = "openenv/guess", **body: Any) -> dict[str, Any]:
-    response = httpx.post(f"{service.url}/v1/episodes", json={"env": env, **body}, timeout=TIMEOUT)
-    assert response.status_code == 201, response.text
-    created: dict[str, Any] = response.json()["episodes"][0]
-    return created
-
-
-def step(service: ServiceProcess, episode_id: str, turn: int, content: str) -> httpx.Response:
-    return httpx.post(
-        f"{service.url}/v1/episodes/{episode_id}/step",
-        json={"turn": turn, "action": {"role": "assistant", "content": content}},
-        timeout=TIMEOUT,
-    )
 
 
 def observed(response: httpx.Response) -> dict[str, Any]:
@@ -123,13 +105,6 @@ def halving(service: ServiceProcess, episode_id: str, turn: int = 0) -> list[int
         if answer.json()["done"]:
             return guesses
         low, high = (number + 1, high) if "higher" in hint else (low, number - 1)
-
-
-def record(service: ServiceProcess, episode_id: str) -> dict[str, Any]:
-    response = httpx.get(f"{service.url}/v1/episodes/{episode_id}", timeout=TIMEOUT)
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
 
 
 def test_the_hosted_environments_are_listed_with_their_config(service: ServiceProcess) -> None:
@@ -245,23 +220,12 @@ def test_an_environment_that_replays_differently_fails_its_episode(
     assert again.json()["error"]["code"] == "env_nondeterministic"  # wherever it goes
 
 
-def hosted_steps(service: ServiceProcess) -> dict[str, float]:
-    """``wander_hosted_steps_total`` of ``openenv/guess``, by where the episode was."""
-    text = httpx.get(f"{service.url}/metrics").text
-    return {
-        sample.labels["episode"]: sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "wander_hosted_steps_total" and sample.labels["env"] == "openenv/guess"
-    }
-
-
 def test_an_episode_stays_live_in_its_worker_between_steps(service: ServiceProcess) -> None:
     """The first step replays the reset (no worker holds the episode yet); every later one
     continues the live environment in the worker kept for the episode."""
-    before = hosted_steps(service)
+    before = hosted_steps(service, "openenv/guess")
     guesses = halving(service, create(service, seed=99)["id"])
-    after = hosted_steps(service)
+    after = hosted_steps(service, "openenv/guess")
     assert len(guesses) >= 3
     assert after["replayed"] - before.get("replayed", 0) == 1
     assert after["live"] - before.get("live", 0) == len(guesses) - 1

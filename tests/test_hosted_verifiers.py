@@ -25,23 +25,20 @@ from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
+from tests import hosted
 from tests.conftest import redis_keys
+from tests.hosted import ROOT, TIMEOUT, hosted_steps, record, serve, step
 from tests.interop import interop_venv
 from tests.test_grpo import train_command
 from wander.cli import app as cli
 from wander.client import WanderClient
 from wander.testing import ServiceProcess, wait_until
 
-ROOT = Path(__file__).resolve().parents[1]
 TASKSETS = ROOT / "tests" / "vf_tasksets"
 LIVE_EPISODES = 4
 """Episodes whose worker a service keeps live (``WANDER_ENV_LIVE_EPISODES``)."""
-TIMEOUT = 120
-"""Seconds a request may take: a service's first environment call starts its fork server,
-which imports verifiers and every taskset (seconds, more on a busy machine)."""
 pytestmark = pytest.mark.timeout(1200)  # a first run builds the venv; vf-eval takes a while
 
 
@@ -86,8 +83,8 @@ def shared(
         }
 
 
-def serve(python: Path, settings: dict[str, str]) -> ServiceProcess:
-    return ServiceProcess(settings, python=str(python), cwd=str(ROOT)).start()
+def create(service: ServiceProcess, env: str = "vf/hot-cold", **body: Any) -> dict[str, Any]:
+    return hosted.create(service, env, **body)
 
 
 @pytest.fixture(scope="module")
@@ -105,21 +102,6 @@ def scripted(python: Path) -> Iterator[ServiceProcess]:
     ).start()  # fmt: skip
     yield process
     process.stop()
-
-
-def create(service: ServiceProcess, env: str = "vf/hot-cold", **body: Any) -> dict[str, Any]:
-    response = httpx.post(f"{service.url}/v1/episodes", json={"env": env, **body}, timeout=TIMEOUT)
-    assert response.status_code == 201, response.text
-    created: dict[str, Any] = response.json()["episodes"][0]
-    return created
-
-
-def step(service: ServiceProcess, episode_id: str, turn: int, content: str) -> httpx.Response:
-    return httpx.post(
-        f"{service.url}/v1/episodes/{episode_id}/step",
-        json={"turn": turn, "action": {"role": "assistant", "content": content}},
-        timeout=TIMEOUT,
-    )
 
 
 def script(scripted: ServiceProcess, messages: list[dict[str, Any]]) -> str:
@@ -150,13 +132,6 @@ def play(
         turn += 1
         if body["done"]:
             return sent
-
-
-def record(service: ServiceProcess, episode_id: str) -> dict[str, Any]:
-    response = httpx.get(f"{service.url}/v1/episodes/{episode_id}", timeout=TIMEOUT)
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
 
 
 def score(service: ServiceProcess, episode_id: str) -> dict[str, Any]:
@@ -254,17 +229,6 @@ def test_a_taskset_that_replays_differently_fails_its_episode(
     error = replayed.json()["error"]
     assert error["code"] == "env_nondeterministic"
     assert error["details"] == {"turn": 1}
-
-
-def hosted_steps(service: ServiceProcess, env: str) -> dict[str, float]:
-    """``wander_hosted_steps_total`` of ``env``, by where the episode was."""
-    text = httpx.get(f"{service.url}/metrics", timeout=TIMEOUT).text
-    return {
-        sample.labels["episode"]: sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "wander_hosted_steps_total" and sample.labels["env"] == env
-    }
 
 
 def test_an_episode_stays_live_in_its_worker_between_steps(

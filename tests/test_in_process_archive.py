@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from tests.agents import random_agent
 from tests.helpers import archived_ids, create, play_game, service
@@ -47,26 +50,45 @@ async def test_a_finished_episode_is_archived_without_waiting_for_a_poll(
             raise AssertionError("the archived games stayed in the backlog")
 
 
-async def test_kill_9_loses_at_most_the_last_moment(sqlite_url: str) -> None:
+def embedded(sqlite_url: str) -> dict[str, str]:
+    """The settings of the embedded default (in-process store, SQLite archive)."""
     upgrade(sqlite_url)
-    environment = {
+    return {
         "WANDER_REDIS_URL": "",
         "WANDER_DATABASE_URL": sqlite_url,
         "WANDER_LOG_LEVEL": "warning",
     }
+
+
+L = TypeVar("L", Players, BatchPlayers)
+
+
+async def killed_under(
+    environment: dict[str, str], load: Callable[[str], L], seconds: float
+) -> tuple[L, float]:
+    """A service of ``environment`` under ``load`` (made for its URL), killed with ``kill -9``
+    after ``seconds``: the load, and how long it ran. Nothing is flushed: what is archived
+    was archived while the service ran."""
     service = ServiceProcess(environment).start()
-    players = Players(service.url, "kill-9", agents=16)
+    players = load(service.url)
     try:
         playing = asyncio.create_task(players.play())
         started = time.monotonic()
-        await asyncio.sleep(LOAD_SECONDS)
-        service.kill()  # nothing flushed: what is archived was archived while it ran
+        await asyncio.sleep(seconds)
+        service.kill()
         elapsed = time.monotonic() - started
         playing.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await playing
     finally:
         service.kill()
+    return players, elapsed
+
+
+async def test_kill_9_loses_at_most_the_last_moment(sqlite_url: str) -> None:
+    """Without a restart: the archive holds every game but those of the last moment."""
+    load = functools.partial(Players, run="kill-9", agents=16)
+    players, elapsed = await killed_under(embedded(sqlite_url), load, LOAD_SECONDS)
     result = account(players.finished, sqlite_url, "kill-9")
     print(
         f"\nin-process store, kill -9 after {elapsed:.1f} s of load: "
@@ -80,7 +102,7 @@ async def test_kill_9_loses_at_most_the_last_moment(sqlite_url: str) -> None:
     assert len(result.lost) <= 2 + result.finished / elapsed * LAST_MOMENT_SECONDS, result.lost
 
 
-BATCH_SECONDS = 10.0
+BATCH_SECONDS = 6.0
 
 
 async def test_kill_9_under_batch_load_loses_no_game_it_reported_finished(
@@ -90,25 +112,9 @@ async def test_kill_9_under_batch_load_loses_no_game_it_reported_finished(
     archive falls behind the games, ``kill -9`` takes the process, and a service started
     again on the same files archives every game a client saw finish (the outbox kept
     them on disk: ``store/outbox.py``); lost, at most 1% and a second's worth."""
-    upgrade(sqlite_url)
-    environment = {
-        "WANDER_REDIS_URL": "",
-        "WANDER_DATABASE_URL": sqlite_url,
-        "WANDER_LOG_LEVEL": "warning",
-    }
-    service = ServiceProcess(environment).start()
-    players = BatchPlayers(service.url, "kill-9-batch", clients=4, width=64)
-    try:
-        playing = asyncio.create_task(players.play())
-        started = time.monotonic()
-        await asyncio.sleep(BATCH_SECONDS)
-        service.kill()
-        elapsed = time.monotonic() - started
-        playing.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await playing
-    finally:
-        service.kill()
+    environment = embedded(sqlite_url)
+    load = functools.partial(BatchPlayers, run="kill-9-batch", clients=4, width=64)
+    players, elapsed = await killed_under(environment, load, BATCH_SECONDS)
     behind = account(players.finished, sqlite_url, "kill-9-batch")
     again = ServiceProcess(environment).start()
     try:

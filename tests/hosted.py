@@ -1,0 +1,56 @@
+"""What the tests of hosted environments (``openenv/*``, ``vf/*``) share: a ``wander
+serve`` of the interop venv that has the other framework, and REST calls to it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from wander.testing import ServiceProcess
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT = 120
+"""Seconds a request may take: a service's first environment call starts its fork server,
+which imports every environment (seconds, more on a machine busy with other tests)."""
+
+
+def serve(python: Path, settings: dict[str, str]) -> ServiceProcess:
+    """``wander serve`` with ``python`` (an interop venv's), started."""
+    return ServiceProcess(settings, python=str(python), cwd=str(ROOT)).start()
+
+
+def create(service: ServiceProcess, env: str, **body: Any) -> dict[str, Any]:
+    """A new episode of ``env`` (``body``: the request's other fields)."""
+    response = httpx.post(f"{service.url}/v1/episodes", json={"env": env, **body}, timeout=TIMEOUT)
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()["episodes"][0]
+    return created
+
+
+def step(service: ServiceProcess, episode_id: str, turn: int, content: str) -> httpx.Response:
+    return httpx.post(
+        f"{service.url}/v1/episodes/{episode_id}/step",
+        json={"turn": turn, "action": {"role": "assistant", "content": content}},
+        timeout=TIMEOUT,
+    )
+
+
+def record(service: ServiceProcess, episode_id: str) -> dict[str, Any]:
+    response = httpx.get(f"{service.url}/v1/episodes/{episode_id}", timeout=TIMEOUT)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def hosted_steps(service: ServiceProcess, env: str) -> dict[str, float]:
+    """``wander_hosted_steps_total`` of ``env``, by where the episode was."""
+    text = httpx.get(f"{service.url}/metrics", timeout=TIMEOUT).text
+    return {
+        sample.labels["episode"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "wander_hosted_steps_total" and sample.labels["env"] == env
+    }
