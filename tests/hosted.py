@@ -3,18 +3,37 @@ serve`` of the interop venv that has the other framework, and REST calls to it."
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.conftest import redis_keys
 from wander.testing import ServiceProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 120
 """Seconds a request may take: a service's first environment call starts its fork server,
 which imports every environment (seconds, more on a machine busy with other tests)."""
+
+
+@contextmanager
+def replicas(
+    redis_url: str, pytestconfig: pytest.Config, folder: Path, **settings: str
+) -> Iterator[dict[str, str]]:
+    """The settings of services sharing one Redis (a key prefix of their own, removed
+    after) and one SQLite archive in ``folder``, as replicas would; and ``settings``."""
+    with redis_keys(redis_url, pytestconfig) as prefix:
+        yield {
+            "WANDER_REDIS_URL": redis_url,
+            "WANDER_REDIS_PREFIX": prefix,
+            "WANDER_DATABASE_URL": f"sqlite:///{folder / 'archive.db'}",
+            **settings,
+        }
 
 
 def serve(python: Path, settings: dict[str, str]) -> ServiceProcess:

@@ -24,7 +24,6 @@ import pytest
 from typer.testing import CliRunner
 
 from tests import hosted
-from tests.conftest import redis_keys
 from tests.hosted import ROOT, hosted_steps, record, serve, step
 from tests.interop import interop_venv
 from tests.test_grpo import train_command
@@ -63,16 +62,13 @@ def shared(
     generated: Path,
 ) -> Iterator[dict[str, str]]:  # fmt: skip
     """The settings of services sharing one Redis and one archive, as replicas would."""
-    archive = tmp_path_factory.mktemp("hosted") / "archive.db"
-    with redis_keys(redis_url, pytestconfig) as prefix:
-        yield {
-            "WANDER_REDIS_URL": redis_url,
-            "WANDER_REDIS_PREFIX": prefix,
-            "WANDER_DATABASE_URL": f"sqlite:///{archive}",
-            "WANDER_OPENENV": f"{HOSTED},{ECHO}",
-            "WANDER_ENV_LIVE_EPISODES": str(LIVE_EPISODES),
-            "PYTHONPATH": f"{ROOT}{os.pathsep}{generated}",
-        }
+    with hosted.replicas(
+        redis_url, pytestconfig, tmp_path_factory.mktemp("hosted"),
+        WANDER_OPENENV=f"{HOSTED},{ECHO}",
+        WANDER_ENV_LIVE_EPISODES=str(LIVE_EPISODES),
+        PYTHONPATH=f"{ROOT}{os.pathsep}{generated}",
+    ) as settings:  # fmt: skip
+        yield settings
 
 
 def create(service: ServiceProcess, env: str = "openenv/guess", **body: Any) -> dict[str, Any]:

@@ -28,7 +28,6 @@ import pytest
 from typer.testing import CliRunner
 
 from tests import hosted
-from tests.conftest import redis_keys
 from tests.hosted import ROOT, TIMEOUT, hosted_steps, record, serve, step
 from tests.interop import interop_venv
 from tests.test_grpo import train_command
@@ -67,20 +66,17 @@ def shared(
     """The settings of services sharing one Redis and one archive, as replicas would;
     Verifiers' ``openenv`` taskset pinned to the OpenEnv server, one task, without
     network (``WANDER_ENV_NETWORK`` unset)."""
-    archive = tmp_path_factory.mktemp("hosted-vf") / "archive.db"
     pinned = {"openenv": {"base_url": openenv_server.url, "resets": [{"seed": 5}]}}
-    with redis_keys(redis_url, pytestconfig) as prefix:
-        yield {
-            "WANDER_REDIS_URL": redis_url,
-            "WANDER_REDIS_PREFIX": prefix,
-            "WANDER_DATABASE_URL": f"sqlite:///{archive}",
-            "WANDER_VERIFIERS": "hot-cold,drifting,marble-v1,openenv",
-            "WANDER_VERIFIERS_CONFIG": json.dumps(pinned),
-            # openenv's run() imports OpenEnv's client, and gradio: ~3 s a fresh worker
-            "WANDER_ENV_CALL_SECONDS": "30",
-            "WANDER_ENV_LIVE_EPISODES": str(LIVE_EPISODES),
-            "PYTHONPATH": f"{ROOT}{os.pathsep}{TASKSETS}",
-        }
+    with hosted.replicas(
+        redis_url, pytestconfig, tmp_path_factory.mktemp("hosted-vf"),
+        WANDER_VERIFIERS="hot-cold,drifting,marble-v1,openenv",
+        WANDER_VERIFIERS_CONFIG=json.dumps(pinned),
+        # openenv's run() imports OpenEnv's client, and gradio: ~3 s a fresh worker
+        WANDER_ENV_CALL_SECONDS="30",
+        WANDER_ENV_LIVE_EPISODES=str(LIVE_EPISODES),
+        PYTHONPATH=f"{ROOT}{os.pathsep}{TASKSETS}",
+    ) as settings:  # fmt: skip
+        yield settings
 
 
 def create(service: ServiceProcess, env: str = "vf/hot-cold", **body: Any) -> dict[str, Any]:
