@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import json
 import math
 import os
 import re
@@ -91,8 +92,6 @@ def parse_ids(value: str) -> list[str]:
 
 def parse_pinned(value: str) -> dict[str, dict[str, Any]]:
     """``WANDER_VERIFIERS_CONFIG`` as fields by taskset id; ``ValueError`` saying why not."""
-    import json
-
     try:
         pinned = json.loads(value or "{}")
     except ValueError as exc:
@@ -297,8 +296,6 @@ class HostedVerifiers(Hosted[HostedVerifiersConfig]):
     def _settings(self, config: HostedVerifiersConfig) -> str:
         """The taskset's fields: those ``config`` sets and those the operator pinned, as
         canonical JSON."""
-        import json
-
         own = config.model_dump(mode="json", include=set(self._own))
         return json.dumps({**own, **self._pinned}, sort_keys=True)
 
@@ -310,8 +307,6 @@ class HostedVerifiers(Hosted[HostedVerifiersConfig]):
 @lru_cache(maxsize=8)
 def _env(taskset: str, settings: str) -> Any:
     """The Verifiers env of ``taskset`` with ``settings``, every seat played by Wander."""
-    import json
-
     import verifiers.v1 as vf  # pyright: ignore[reportMissingImports] (verifiers extra)
 
     seat = {"harness": {"id": SEAT}, "runtime": {"type": "subprocess"}}
@@ -325,8 +320,6 @@ def _env(taskset: str, settings: str) -> Any:
 
 @lru_cache(maxsize=32)
 def _size(taskset: str, settings: str) -> int | None:
-    import json
-
     import verifiers.v1 as vf  # pyright: ignore[reportMissingImports] (verifiers extra)
 
     config = vf.taskset_config_type(taskset).model_validate({**json.loads(settings), "id": taskset})

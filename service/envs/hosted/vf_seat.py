@@ -40,6 +40,7 @@ from typing import Any
 
 import verifiers.v1 as vf  # pyright: ignore[reportMissingImports] (the verifiers extra)
 from verifiers.v1.dialects import DIALECTS  # pyright: ignore[reportMissingImports]
+from verifiers.v1.dialects.chat import message_to_wire  # pyright: ignore[reportMissingImports]
 from verifiers.v1.interception import InterceptionServer  # pyright: ignore[reportMissingImports]
 
 __all__ = ["WanderSeat"]
@@ -181,8 +182,6 @@ def _system(text: str) -> dict[str, Any]:
 
 
 def _wire(message: Any) -> dict[str, Any]:
-    from verifiers.v1.dialects.chat import message_to_wire  # pyright: ignore[reportMissingImports]
-
     return message if isinstance(message, dict) else message_to_wire(message)
 
 
