@@ -67,6 +67,7 @@ class ErrorCode(StrEnum):
     SERVER_BUSY = "server_busy", 503, True, "the process holds all the connections it may"
     ARCHIVE_STALLED = "archive_stalled", 503, True, "archiving has failed for a while"
     ARCHIVE_BACKLOG = "archive_backlog", 503, True, "the archive's backlog is past its bound"
+    STORE_FULL = "store_full", 503, True, "the in-process store holds all the episodes it may"
     HTTP_ERROR = "http_error", 400, False, "another HTTP error raised by the framework"
 
     @classmethod

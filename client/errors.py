@@ -192,6 +192,7 @@ ERRORS_BY_CODE: dict[ErrorCode, type[WanderAPIError]] = {
     ErrorCode.SERVER_BUSY: ServiceUnavailable,
     ErrorCode.ARCHIVE_STALLED: ArchiveStalled,
     ErrorCode.ARCHIVE_BACKLOG: ArchiveBacklog,
+    ErrorCode.STORE_FULL: ServiceUnavailable,
     ErrorCode.HTTP_ERROR: WanderAPIError,  # its status says more: typed by ERRORS_BY_STATUS
 }
 """The class of each code; ``tests/test_error_table.py`` checks that none is missing."""

@@ -72,7 +72,7 @@ def create_app(
         archiver = Archiver(store, archive)
         catalog = Catalog.installed()
         app.state.catalog = catalog
-        app.state.engine = Engine(store, catalog, settings)
+        app.state.engine = Engine(store, catalog, settings, archive)
         app.state.archive = archive
         app.state.archiver = archiver
         app.state.keyring = keyring

@@ -168,7 +168,7 @@ class Archiver:
         written = 0
         if rest:
             try:
-                await self._write(rest)
+                ids = await self._write(rest)
             except DatabaseUnavailable:
                 raise
             except Exception as exc:
@@ -176,7 +176,7 @@ class Archiver:
                             len(rest), _describe(exc))  # fmt: skip
                 suspects = batch
             else:
-                await self.store.acknowledge([item.token for item in rest])
+                await self._archived(rest, ids)
                 written = len(rest)
         if not suspects:
             return written
@@ -189,15 +189,16 @@ class Archiver:
         """Write ``batch`` record by record, setting aside the records to blame; raises if
         the database is to blame. Returns how many left the backlog, and the last error of
         a record that stays."""
-        written: list[str] = []
+        written: list[Pending] = []
+        ids: list[str] = []
         set_aside = 0
         failure: Exception | None = None
         database_checked = False
         try:
             for item in batch:
                 try:
-                    await self._write([item])
-                    written.append(item.token)
+                    ids += await self._write([item])
+                    written.append(item)
                 except RecordRefused as exc:
                     set_aside += await self._dead_letter(item, str(exc))
                 except DatabaseUnavailable:
@@ -211,8 +212,15 @@ class Archiver:
                     else:
                         failure = exc
         finally:
-            await self.store.acknowledge(written)
+            await self._archived(written, ids)
         return len(written) + set_aside, failure
+
+    async def _archived(self, batch: Sequence[Pending], episode_ids: Sequence[str]) -> None:
+        """The database holds ``batch``, the records of ``episode_ids``: out of the backlog,
+        and out of the store's memory (``EpisodeStore.release``). A crash in between leaves
+        the episodes to their TTL, as before there was a release."""
+        await self.store.acknowledge([item.token for item in batch])
+        await self.store.release(episode_ids)
 
     async def _failed_attempt(self, item: Pending, exc: Exception) -> int:
         """Count a failure of ``item`` that the database did not explain; at the last
@@ -225,17 +233,22 @@ class Archiver:
             return 0
         return await self._dead_letter(item, f"{_describe(exc)} (after {attempts} attempts)")
 
-    async def _write(self, batch: Sequence[Pending]) -> None:
+    async def _write(self, batch: Sequence[Pending]) -> list[str]:
+        """Write ``batch``; returns the ids of its episodes."""
         # Parsed in the worker thread too: a batch of records is milliseconds of
         # work that would otherwise stall every request waiting on the event loop. In
         # chunks, each its own transaction: a record written twice (a later chunk fails,
         # the batch is written again) is still one row.
+        ids: list[str] = []
         for start in range(0, len(batch), WRITE_CHUNK):
             chunk = [item.data for item in batch[start : start + WRITE_CHUNK]]
-            await asyncio.to_thread(self._parse_and_write, chunk)
+            ids += await asyncio.to_thread(self._parse_and_write, chunk)
+        return ids
 
-    def _parse_and_write(self, data: list[bytes]) -> None:
-        _counted(self.archive.write, _parse(data))
+    def _parse_and_write(self, data: list[bytes]) -> list[str]:
+        records = _parse(data)
+        _counted(self.archive.write, records)
+        return [record.id for record in records]
 
     async def _dead_letter(self, item: Pending, error: str) -> int:
         """Set ``item`` aside; 1 if it left the backlog, 0 if another archiver took it."""

@@ -16,6 +16,7 @@ Steps are the hot path: the engine handles them as plain dicts
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import time
@@ -25,8 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from wander.client.error_codes import ErrorCode
-from wander.client.models import Action, BatchStepItem, CreateEpisodesRequest
+from wander.client.models import Action, BatchStepItem, CreateEpisodesRequest, EpisodeRecord
 from wander.service import metrics
+from wander.service.archive import Archive
 from wander.service.backpressure import BacklogGate
 from wander.service.catalog import Catalog, parse_config
 from wander.service.envs.sdk import Message
@@ -103,8 +105,16 @@ class Engine:
     is an admin, who sees every tenant). Its quotas bound what it may create at once.
     """
 
-    def __init__(self, store: EpisodeStore, catalog: Catalog, settings: Settings) -> None:
+    def __init__(
+        self,
+        store: EpisodeStore,
+        catalog: Catalog,
+        settings: Settings,
+        archive: Archive | None = None,
+    ) -> None:
         self.store = store
+        self.archive = archive
+        """Where a finished episode is read once the store has let it go (``release``)."""
         self.catalog = catalog
         self.settings = settings
         self.sandbox = Sandbox(settings)
@@ -312,8 +322,10 @@ class Engine:
     async def score(
         self, episode_id: str, *, partial: bool = False, principal: Principal = OPEN
     ) -> dict[str, Any]:
-        """The episode's ``Score``."""
+        """The episode's ``Score``: from the archive once the store has let it go."""
         item = await self.store.load(episode_id)
+        if item is None and (archived := await self._archived(episode_id, principal)):
+            return archived.score.model_dump(mode="json")
         episode = await self._scored(_decode(episode_id, item, principal))
         if not (is_done(episode) or partial):
             raise EpisodeNotDone(
@@ -323,8 +335,11 @@ class Engine:
         return self._score(episode)
 
     async def episode(self, episode_id: str, principal: Principal = OPEN) -> dict[str, Any]:
-        """The episode's ``EpisodeRecord``, its messages read from the log."""
+        """The episode's ``EpisodeRecord``, its messages read from the log; from the
+        archive once the store has let it go."""
         item = await self.store.load(episode_id, log=True)
+        if item is None and (archived := await self._archived(episode_id, principal)):
+            return archived.model_dump(mode="json")
         episode = _decode(episode_id, item, principal)
         assert item is not None and item.log is not None
         record = self._record(await self._scored(episode))
@@ -348,6 +363,12 @@ class Engine:
                 return
 
     # Internals
+
+    async def _archived(self, episode_id: str, principal: Principal) -> EpisodeRecord | None:
+        """The archived record of ``episode_id``, if ``principal`` may see it."""
+        if self.archive is None:
+            return None
+        return await asyncio.to_thread(self.archive.episode, episode_id, tenant=principal.scope)
 
     def _write(self, episode: StoredEpisode, version: int, append: Sequence[bytes] = ()) -> Write:
         """The compare-and-set that stores ``episode`` over ``version`` and appends

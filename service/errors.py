@@ -120,6 +120,13 @@ class ArchiveBacklog(WanderError):
     code = ErrorCode.ARCHIVE_BACKLOG
 
 
+class StoreFull(WanderError):
+    """The in-process store holds ``WANDER_MEMORY_MAX_EPISODES`` episodes: new episodes
+    are refused (503, retried) until some finish and are archived; steps go on."""
+
+    code = ErrorCode.STORE_FULL
+
+
 class EnvCallFailed(WanderError):
     """An environment call that the sandbox stopped: the step is not applied, and is not
     retried on a fresh read either (it would fail the same way)."""

@@ -43,6 +43,21 @@ class Settings(BaseSettings):
         ge=0.001,
         description="An episode untouched this long is forgotten (seconds, to the millisecond).",
     )
+    finished_grace_seconds: float = Field(
+        600,
+        ge=0.001,
+        description="How long a finished episode's document stays in the store once the "
+        "archive holds it: a retried last step is answered from it (for as long as the "
+        "clients retry: ten minutes). Its messages leave the store at once, and reads of "
+        "the episode are answered from the archive (seconds, to the millisecond).",
+    )
+    memory_max_episodes: int = Field(
+        100_000,
+        ge=1,
+        description="The most episodes the in-process store holds (live ones, and finished "
+        "ones the archive does not have yet); past it creating episodes answers 503 "
+        "`store_full` (clients retry it), steps still apply. Ignored with Redis.",
+    )
     max_body_bytes: int = Field(
         16 * 2**20, ge=1, description="Largest request body, refused unread (413 above)."
     )

@@ -195,6 +195,15 @@ def test_a_tenants_run_holds_only_its_own_episodes(tenanted: Archive) -> None:
     tenanted.require_run("eval", tenant="globex")
 
 
+def test_an_episode_reads_by_id_to_its_tenant_and_to_no_tenant(tenanted: Archive) -> None:
+    """What the service answers for a finished episode once the store has let it go."""
+    globex = TENANTED[3]
+    assert tenanted.episode(globex.id, tenant="globex") == globex
+    assert tenanted.episode(globex.id, tenant=None) == globex
+    assert tenanted.episode(globex.id, tenant="acme") is None  # as unknown as an unknown id
+    assert tenanted.episode("ep_unknown", tenant=None) is None
+
+
 def test_no_tenant_sees_every_tenants_episodes_of_a_label(tenanted: Archive) -> None:
     summary = tenanted.summary("eval", tenant=None)
     assert (summary.tenant, summary.episodes) == (None, 6)

@@ -153,6 +153,32 @@ async def test_reads_and_writes_keep_the_log_as_long_as_the_document(
     assert await expiring.load("idle", log=True) is None
 
 
+async def test_a_released_episode_keeps_its_document_for_a_while_and_no_log(
+    settings: Settings,
+) -> None:
+    """What a retried last step reads stays ``finished_seconds`` (``TTL``), however often
+    it is read; the log, and so the episode to a read of it, is gone at once."""
+    store = open_store(
+        settings.model_copy(update={"episode_ttl_seconds": LONG_TTL, "finished_grace_seconds": TTL})
+    )
+    try:
+        await store.add({"a": b"v1", "b": b"w1"}, "tictactoe", log=[b"0"])
+        assert await store.replace("a", 1, b"done", archive=b"record", append=[b"1"])
+        await store.release(["a", "missing"])
+        await store.release(["a"])  # again: as it was
+        assert await store.load("a", log=True) is None
+        assert await store.load("a") == Versioned(b"done", 2)
+        assert await store.load("b", log=True) == Versioned(b"w1", 1, [b"0"])  # not released
+        await asyncio.sleep(WAIT)
+        assert await store.load("a") == Versioned(b"done", 2)  # refreshes nothing
+        await asyncio.sleep(WAIT)
+        assert await store.load("a") is None
+        assert await store.load("missing") is None
+        assert await store.load("b") is not None
+    finally:
+        await store.aclose()
+
+
 async def test_redis_forgets_an_episode_and_its_log_together(
     redis_url: str, redis_prefix: str
 ) -> None:

@@ -271,6 +271,14 @@ class Archive:
             run=run, total=total, limit=limit, offset=offset, episodes=episodes
         )
 
+    def episode(self, episode_id: str, *, tenant: str | None) -> EpisodeRecord | None:
+        """The archived episode ``episode_id`` of ``tenant`` (None: of any tenant), or None:
+        another tenant's episode reads as an unknown one."""
+        query = select(ArchivedEpisode).where(*_scoped(ArchivedEpisode.id == episode_id, tenant))
+        with self._available(), Session(self.engine) as session:
+            episode = session.scalars(query).first()
+            return None if episode is None else _record(episode)
+
     def transcripts(self, run: str, filters: EpisodeFilter, *, tenant: str | None) -> Iterator[str]:
         """JSON lines ``{"messages": [...]}``, one per matching episode of ``tenant``'s run
         (None: every tenant's), ending on the model's last message: a chat dataset for SFT."""

@@ -30,6 +30,12 @@ def open_store(settings: Settings) -> EpisodeStore:
             settings.archive_claim_seconds,
             settings.redis_max_connections,
             settings.redis_partitions,
+            finished_seconds=settings.finished_grace_seconds,
         )
     path = outbox_path(settings.database_url)
-    return MemoryStore(settings.episode_ttl_seconds, Outbox(path) if path is not None else None)
+    return MemoryStore(
+        settings.episode_ttl_seconds,
+        Outbox(path) if path is not None else None,
+        finished_seconds=settings.finished_grace_seconds,
+        max_episodes=settings.memory_max_episodes,
+    )

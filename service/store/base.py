@@ -17,6 +17,12 @@ either still playable or waiting for the archive, never lost in between. The
 archiver takes records from the backlog and acknowledges them once they are
 in the database.
 
+Once the archive holds a finished episode, the archiver releases it (``release``): its
+log leaves the store, and its document stays only ``finished_seconds`` more, for a retried
+last step to be answered from (its record is read from the archive from then on). A busy
+service's store so holds what is being played and what the archive has yet to take, not
+an hour of finished games.
+
 A record the database refuses for good is moved, in one atomic operation, from
 the backlog to the store's dead letters, with the error and the time: it stops
 blocking the records behind it, and stays, visible, until an operator moves it
@@ -105,8 +111,10 @@ class EpisodeStore(ABC):
     durable: bool
     """Whether episodes and the archive backlog outlive this process."""
 
-    def __init__(self, ttl_seconds: float) -> None:
+    def __init__(self, ttl_seconds: float, finished_seconds: float = 600.0) -> None:
         self.ttl_seconds = ttl_seconds
+        self.finished_seconds = finished_seconds
+        """How long a released episode's document stays (``release``)."""
 
     def new_ids(self, n: int) -> list[str]:
         """Ids for the ``n`` episodes of one ``add`` (a GRPO group), each unguessable.
@@ -149,7 +157,8 @@ class EpisodeStore(ABC):
         self, episode_id: str, *, cached: bool = False, log: bool = False
     ) -> Versioned | None:
         """The episode's document and version, or None if unknown or expired; with
-        ``log``, its log too (a fresh read: ``cached`` is ignored).
+        ``log``, its log too (a fresh read: ``cached`` is ignored), and None for a
+        released episode (``release``), whose log the store no longer holds.
 
         ``cached``: a store may answer from what it last read or wrote itself,
         saving a round trip; the answer may then be stale, which a compare-and-set
@@ -178,6 +187,12 @@ class EpisodeStore(ABC):
     async def replace_many(self, writes: Sequence[Write]) -> list[bool]:
         """``replace`` for many episodes (a store may do it in one round trip)."""
         return [await self.replace(*write) for write in writes]
+
+    @abstractmethod
+    async def release(self, episode_ids: Sequence[str]) -> None:
+        """The archive holds these finished episodes: drop their logs, and keep their
+        documents (what a retried last step reads) only ``finished_seconds`` more, a read
+        refreshing it no more. An id the store does not hold is skipped."""
 
     def on_queued(self, callback: Callable[[], object]) -> None:
         """Call ``callback`` whenever this process queues a record for the archive.

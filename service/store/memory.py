@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from cachetools import TLRUCache, TTLCache
 
+from wander.service.errors import StoreFull
 from wander.service.store.base import (
     ArchiveRecord,
     DeadLetter,
@@ -75,17 +76,34 @@ class MemoryStore(EpisodeStore):
     before the step that finished the game returns, so a ``kill -9`` loses none of it:
     the next process on the same files archives what is left. Without one, the backlog
     lives as long as the process. Dead letters live in the process either way.
+
+    It holds at most ``max_episodes`` episodes (live, and finished ones the archive does
+    not have yet): past that, ``add`` raises ``StoreFull`` rather than grow the process
+    without end. Released episodes' documents (``release``) are kept apart, at most as
+    many, for ``finished_seconds``.
     """
 
     durable = False
 
-    def __init__(self, ttl_seconds: float, outbox: Outbox | None = None) -> None:
-        super().__init__(ttl_seconds)
+    def __init__(
+        self,
+        ttl_seconds: float,
+        outbox: Outbox | None = None,
+        *,
+        finished_seconds: float = 600.0,
+        max_episodes: int | None = None,
+    ) -> None:
+        super().__init__(ttl_seconds, finished_seconds)
+        self.max_episodes = max_episodes
         self._live: dict[str, _Live] = {}
         self._live_count: Counter[str] = Counter()
         self._tenant_live: Counter[str] = Counter()
         self._tenant_bytes: Counter[str] = Counter()
         self._items = _Episodes(ttl_seconds, self._forget)
+        self._finished: TTLCache[str, Versioned] = TTLCache(
+            maxsize=max_episodes or math.inf, ttl=finished_seconds, timer=time.monotonic
+        )
+        """Released episodes' documents, for a retried last step."""
         self._buckets: TLRUCache[str, int] = TLRUCache(
             maxsize=math.inf, ttu=lambda _bucket, full_at, _now: full_at, timer=_microseconds
         )
@@ -116,6 +134,14 @@ class MemoryStore(EpisodeStore):
         self._items.expire()  # expired episodes give their quota back first
         new = [episode_id for episode_id in documents if episode_id not in self._live]
         new_bytes = len(new) * metadata_bytes
+        held = len(self._items)
+        if self.max_episodes is not None and held + len(new) > self.max_episodes:
+            raise StoreFull(
+                f"the in-process store holds {held} episodes and may hold {self.max_episodes} "
+                "(WANDER_MEMORY_MAX_EPISODES): new episodes wait until live ones finish and "
+                "are archived; steps go on",
+                {"episodes": held, "limit": self.max_episodes},
+            )
         if tenant is not None:
             held_live, held_bytes = self._usage(tenant)
             if max_live is not None and held_live + len(new) > max_live:
@@ -147,7 +173,7 @@ class MemoryStore(EpisodeStore):
     ) -> Versioned | None:
         stored = self._items.get(episode_id)
         if stored is None:
-            return None
+            return None if log else self._finished.get(episode_id)
         self._items[episode_id] = stored  # a read refreshes the idle TTL
         return stored.item._replace(log=list(stored.log)) if log else stored.item
 
@@ -168,6 +194,12 @@ class MemoryStore(EpisodeStore):
             self._forget(episode_id)
             self._queue(spliced(archive, stored.log))
         return True
+
+    async def release(self, episode_ids: Sequence[str]) -> None:
+        for episode_id in episode_ids:
+            stored = self._items.pop(episode_id, None)
+            if stored is not None:
+                self._finished[episode_id] = stored.item
 
     def _forget(self, episode_id: str) -> None:
         """The episode is live no more: finished, or expired."""
@@ -268,6 +300,7 @@ class MemoryStore(EpisodeStore):
             self._outbox.close()
             self._outbox = None
         self._items.clear()
+        self._finished.clear()
         self._live.clear()
         self._live_count.clear()
         self._tenant_live.clear()

@@ -153,13 +153,15 @@ class RedisStore(EpisodeStore):
         *,
         partitions: int | None = None,
         max_concurrent_calls: int | None = None,
+        finished_seconds: float = 600.0,
     ) -> None:
         """``client``: a ``redis.asyncio`` client, or a ``RedisCluster`` with
         ``partitions`` (``service.store.partitions``). ``max_concurrent_calls`` bounds the
         calls in flight, for a client that refuses more rather than wait (a cluster's)."""
-        super().__init__(ttl_seconds)
+        super().__init__(ttl_seconds, finished_seconds)
         self._ttl_ms = max(1, round(ttl_seconds * 1000))
         """What the scripts are given: keys expire in milliseconds (``PEXPIRE``)."""
+        self._finished_ms = max(1, round(finished_seconds * 1000))
         self._redis = client
         self._layout = Layout(prefix, partitions)
         self._consumer = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
@@ -172,6 +174,7 @@ class RedisStore(EpisodeStore):
         self._load_script = client.register_script(scripts.LOAD_MANY)
         self._replace_script = client.register_script(scripts.REPLACE_MANY)
         self._acknowledge_script = client.register_script(scripts.ACKNOWLEDGE)
+        self._release_script = client.register_script(scripts.RELEASE)
         self._leave_script = client.register_script(scripts.LEAVE_GROUP)
         self._dead_letter_script = client.register_script(scripts.DEAD_LETTER)
         self._retry_script = client.register_script(scripts.RETRY_DEAD)
@@ -194,6 +197,8 @@ class RedisStore(EpisodeStore):
         claim_after_seconds: float = 60.0,
         max_connections: int = 64,
         partitions: int = 16,
+        *,
+        finished_seconds: float = 600.0,
     ) -> RedisStore:
         """A store on its own connections (``service.store.targets``): at most
         ``max_connections`` (per node of a cluster), and a request that finds them all
@@ -201,7 +206,9 @@ class RedisStore(EpisodeStore):
         target = parse_redis_url(url)
         client = async_client(target, max_connections)
         if target.kind != "cluster":
-            return cls(client, ttl_seconds, prefix, claim_after_seconds)
+            return cls(
+                client, ttl_seconds, prefix, claim_after_seconds, finished_seconds=finished_seconds
+            )
         return cls(
             client,
             ttl_seconds,
@@ -209,6 +216,7 @@ class RedisStore(EpisodeStore):
             claim_after_seconds,
             partitions=partitions,
             max_concurrent_calls=max_connections,
+            finished_seconds=finished_seconds,
         )
 
     def key(self, episode_id: str) -> str:
@@ -488,6 +496,19 @@ class RedisStore(EpisodeStore):
                 for partition, ids in self._layout.by_partition(tokens).items()
             )
         )
+
+    async def release(self, episode_ids: Sequence[str]) -> None:
+        by_partition: dict[Partition, list[str]] = {}
+        for episode_id in dict.fromkeys(episode_ids):
+            self._recent.pop(episode_id, None)
+            partition = self._layout.of_episode(episode_id)
+            by_partition.setdefault(partition, []).append(episode_id)
+        for partition, ids in by_partition.items():
+            for start in range(0, len(ids), IDS_PER_SCRIPT):
+                keys: list[str] = []
+                for episode_id in ids[start : start + IDS_PER_SCRIPT]:
+                    keys += (partition.key(episode_id), partition.log_key(episode_id))
+                await self._call(self._release_script, keys, [self._finished_ms])
 
     async def backlog(self) -> int:
         return await self._total_length(lambda partition: partition.stream)

@@ -154,9 +154,11 @@ local ttl = ARGV[1]
 local found = {}
 for i = 1, #KEYS / 2 do
   local key, log = KEYS[2 * i - 1], KEYS[2 * i]
-  local item = redis.call('HMGET', key, 'v', 'd')
+  local item = redis.call('HMGET', key, 'v', 'd', 'r')
   local entries = false
-  if item[1] then
+  if item[3] then
+    if ARGV[i + 1] == '1' then item[1], item[2] = false, false end
+  elseif item[1] then
     redis.call('PEXPIRE', key, ttl)
     redis.call('PEXPIRE', log, ttl)
     if ARGV[i + 1] == '1' then entries = redis.call('LRANGE', log, 0, -1) end
@@ -167,7 +169,21 @@ return found
 """
 """Loads: ``KEYS`` (document, log) per episode; ``ARGV`` the TTL (ms), then per episode '1' to
 read its log too, else ''. A flat reply of (version, document, log entries) triples, nil
-for a gone episode and for a log not asked for. The TTL of both keys is refreshed."""
+for a gone episode and for a log not asked for. The TTL of both keys is refreshed, except
+a released episode's (field ``r``: ``RELEASE``), which is gone to a read of its log."""
+
+RELEASE = """
+for i = 1, #KEYS, 2 do
+  if redis.call('EXISTS', KEYS[i]) == 1 and redis.call('HSETNX', KEYS[i], 'r', 1) == 1 then
+    redis.call('PEXPIRE', KEYS[i], ARGV[1])
+    redis.call('DEL', KEYS[i + 1])
+  end
+end
+"""
+"""Release archived episodes: ``KEYS`` (document, log) per episode; ``ARGV`` how long the
+document stays (ms). The document is marked (``r``), keeps its version and data until
+then, and no read refreshes it; the log is deleted. An episode gone, or released before,
+is left as it is."""
 
 REPLACE_MANY = _live_script(
     2,
