@@ -84,8 +84,11 @@ class Agent:
         opponent: str,
         seed: int,
         headers: dict[str, str] | None = None,
+        run: str | None = None,
     ) -> None:
         self.session, self.url, self.headers = session, url, headers or {}
+        self.run = run
+        """The run label of the episodes it creates (none by default)."""
         self.config = OPPONENTS[opponent]
         self.rng = random.Random(seed)
 
@@ -109,6 +112,8 @@ class Agent:
     async def create(self, n: int, tally: Tally) -> list[dict[str, Any]]:
         example = self.rng.randrange(10_000)
         body = {"env": "tictactoe", "config": self.config, "example": example, "n": n}
+        if self.run is not None:
+            body["run"] = self.run
         return (await self.post("/v1/episodes", body, tally))["episodes"]  # type: ignore[no-any-return]
 
     async def single(self, deadline: float, tally: Tally) -> None:
@@ -181,6 +186,7 @@ async def run_load(
     opponent: str,
     api_key: str | None = None,
     timeline: Path | None = None,
+    run: str | None = None,
 ) -> LoadResult:
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
     timeout = aiohttp.ClientTimeout(total=60)
@@ -190,7 +196,7 @@ async def run_load(
         connector=connector, timeout=timeout, headers=headers
     ) as session:
         players = [
-            Agent(session, url.rstrip("/"), opponent, seed, headers) for seed in range(agents)
+            Agent(session, url.rstrip("/"), opponent, seed, headers, run) for seed in range(agents)
         ]
         started = time.perf_counter()
         deadline = started + seconds

@@ -21,6 +21,7 @@ from wander.service.api.limits import BodyLimitMiddleware
 from wander.service.api.observability import ObservabilityMiddleware
 from wander.service.api.openapi import install_openapi
 from wander.service.archive import Archive, KeyBook
+from wander.service.archive.writer import writer_for
 from wander.service.archiver import Archiver
 from wander.service.catalog import Catalog
 from wander.service.engine import Engine
@@ -69,7 +70,7 @@ def create_app(
             archive.dispose()
             raise
         store = open_store(settings)
-        archiver = Archiver(store, archive)
+        archiver = Archiver(store, archive, writer=writer_for(settings.archive_writer, archive))
         catalog = Catalog.installed()
         app.state.catalog = catalog
         app.state.engine = Engine(store, catalog, settings, archive)
@@ -93,6 +94,7 @@ def create_app(
             archiver.stop()
             await worker
             await _flush(archiver)
+            await archiver.writer.aclose()
             await app.state.engine.aclose()
             archive.dispose()
             await store.aclose()

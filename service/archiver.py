@@ -31,30 +31,19 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
-from typing import NamedTuple, ParamSpec
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import orjson
-from pydantic import ValidationError
 
-from wander.client.models import EpisodeRecord
 from wander.service import metrics
 from wander.service.archive import Archive, RecordRefused, WriteRefused
+from wander.service.archive.writer import RecordWriter, ThreadWriter, UnreadableRecord
 from wander.service.errors import ArchiveStalled, DatabaseUnavailable, StoreUnavailable
 from wander.service.store import EpisodeStore, Pending
 
 log = logging.getLogger(__name__)
-P = ParamSpec("P")
 
-WRITE_CHUNK = 20
-"""Records per call into the worker thread. The thread holds the GIL while it parses and
-writes, and the event loop, each time it wakes, waits behind it for up to Python's switch
-interval (5 ms), again and again until the call returns: a whole batch of 200 in one call
-puts most of the slowest WebSocket steps behind an archive write. A call of 20 records
-fits under the switch interval. Reading batches of 20 from the store instead does as well
-for the tail but falls behind, each of its store calls waiting its turn on the busy loop,
-while chunks keep the backlog short (bench/README.md, "The WebSocket tail", has the
-figures)."""
 MAX_ATTEMPTS = 3
 """Failures of one record, while the database takes others, before it is set aside."""
 STALL_SECONDS = 60.0
@@ -89,7 +78,8 @@ class Archiver:
         store: EpisodeStore,
         archive: Archive,
         *,
-        batch_size: int = 200,
+        writer: RecordWriter | None = None,
+        batch_size: int = 500,
         poll_seconds: float = 0.5,
         max_backoff_seconds: float = 10.0,
         max_attempts: int = MAX_ATTEMPTS,
@@ -97,6 +87,9 @@ class Archiver:
     ) -> None:
         self.store = store
         self.archive = archive
+        self.writer = writer or ThreadWriter(archive)
+        """Where records are written (``archive.writer``); ``archive`` itself only checks
+        whether the database takes writes."""
         self.batch_size = batch_size
         self.poll_seconds = poll_seconds
         self.max_backoff_seconds = max_backoff_seconds
@@ -205,7 +198,8 @@ class Archiver:
                     raise
                 except Exception as exc:
                     if not database_checked:  # is the database to blame? This raises if so.
-                        await asyncio.to_thread(_counted, self.archive.check_writes)
+                        with _counting():
+                            await asyncio.to_thread(self.archive.check_writes)
                         database_checked = True
                     if await self._failed_attempt(item, exc):
                         set_aside += 1
@@ -234,21 +228,15 @@ class Archiver:
         return await self._dead_letter(item, f"{_describe(exc)} (after {attempts} attempts)")
 
     async def _write(self, batch: Sequence[Pending]) -> list[str]:
-        """Write ``batch``; returns the ids of its episodes."""
-        # Parsed in the worker thread too: a batch of records is milliseconds of
-        # work that would otherwise stall every request waiting on the event loop. In
-        # chunks, each its own transaction: a record written twice (a later chunk fails,
-        # the batch is written again) is still one row.
+        """Write ``batch``; returns the ids of its episodes. In chunks, each its own
+        transaction: a record written twice (a later chunk fails, the batch is written
+        again) is still one row."""
         ids: list[str] = []
-        for start in range(0, len(batch), WRITE_CHUNK):
-            chunk = [item.data for item in batch[start : start + WRITE_CHUNK]]
-            ids += await asyncio.to_thread(self._parse_and_write, chunk)
+        chunk = self.writer.chunk
+        for start in range(0, len(batch), chunk):
+            with _counting():
+                ids += await self.writer.write([i.data for i in batch[start : start + chunk]])
         return ids
-
-    def _parse_and_write(self, data: list[bytes]) -> list[str]:
-        records = _parse(data)
-        _counted(self.archive.write, records)
-        return [record.id for record in records]
 
     async def _dead_letter(self, item: Pending, error: str) -> int:
         """Set ``item`` aside; 1 if it left the backlog, 0 if another archiver took it."""
@@ -297,21 +285,13 @@ class Archiver:
             await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
 
 
-def _parse(data: list[bytes]) -> list[EpisodeRecord]:
-    """The queued records; one that is not an ``EpisodeRecord`` can never be written."""
+@contextlib.contextmanager
+def _counting() -> Iterator[None]:
+    """Count the failures of the database in ``wander_database_errors_total``."""
     try:
-        return [EpisodeRecord.model_validate_json(item) for item in data]
-    except ValidationError as exc:
-        errors = "; ".join(
-            ": ".join(filter(None, [".".join(map(str, e["loc"])), e["msg"]])) for e in exc.errors()
-        )
-        raise RecordRefused(f"not an episode record: {errors}"[:1000]) from exc
-
-
-def _counted(write: Callable[P, None], *args: P.args, **kwargs: P.kwargs) -> None:
-    """Call ``write``, counting its database's failures in ``wander_database_errors_total``."""
-    try:
-        write(*args, **kwargs)
+        yield
+    except UnreadableRecord:
+        raise  # refused before the database saw it
     except (DatabaseUnavailable, WriteRefused):
         metrics.DATABASE_ERRORS.inc()
         raise

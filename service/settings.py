@@ -214,6 +214,12 @@ class Settings(BaseSettings):
         "whether they are (6-8 µs of the ~85 µs that the HTTP layer costs a step).",
     )
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+    archive_writer: Literal["process", "thread"] = Field(
+        "process",
+        description="Where finished episodes are parsed and written into the archive: a "
+        "process of their own, whose GIL the requests do not share (a database held in "
+        "memory is always written from a thread), or a thread of the service.",
+    )
     archive_backlog_max: int = Field(
         20_000,
         ge=0,

@@ -21,7 +21,8 @@ from tests.poison import NUL_RUN, REFUSE_CURSED, execute, queue
 from tests.records import tictactoe_record, with_outcome
 from wander.service.archive import Archive, EpisodeFilter
 from wander.service.archive.migrations import upgrade
-from wander.service.archiver import WRITE_CHUNK, Archiver
+from wander.service.archive.writer import ProcessWriter, ThreadWriter, writer_for
+from wander.service.archiver import Archiver
 from wander.service.settings import Settings
 from wander.service.store import EpisodeStore, open_store
 
@@ -60,6 +61,7 @@ async def drained(archiver: Archiver, seconds: float = 10.0) -> None:
     finally:
         archiver.stop()
         await worker
+        await archiver.writer.aclose()
 
 
 async def test_poison_records_are_dead_lettered_and_the_others_archived(
@@ -83,13 +85,37 @@ async def test_poison_records_are_dead_lettered_and_the_others_archived(
     assert await store.dead_letter_count() == 2
 
 
+async def test_the_writer_process_judges_each_record_as_the_thread_does(
+    store: EpisodeStore, archive: Archive, postgresql_url: str
+) -> None:
+    """The archive's own process (``WANDER_ARCHIVE_WRITER=process``) hands each refusal back
+    as what it is: a record the database refuses or that is no record is set aside at
+    once, one refused for no reason named after three attempts, and the rest archived."""
+    execute(postgresql_url, *REFUSE_CURSED)
+    records = [tictactoe_record(i, "win") for i in range(5)]
+    records[1] = tictactoe_record(1, "win", run=NUL_RUN)
+    records[3] = tictactoe_record(3, "win", run="cursed")
+    await queue(store, *records, b'{"id": "ep_junk"}')
+    writer = writer_for("process", archive)
+    assert isinstance(writer, ProcessWriter)
+
+    await drained(Archiver(store, archive, writer=writer, poll_seconds=0.05))
+
+    assert archived(archive) == ["ep_0000", "ep_0002", "ep_0004"]
+    errors = [letter.error for letter in await store.dead_letters(10)]
+    assert "NUL" in errors[0]
+    assert errors[1].startswith("not an episode record: env: Field required")
+    assert errors[2].startswith("WriteRefused: RaiseException: cursed runs are refused")
+    assert errors[2].endswith("(after 3 attempts)")
+
+
 async def test_a_poison_record_after_written_chunks_leaves_each_other_record_archived_once(
     store: EpisodeStore, archive: Archive
 ) -> None:
     """A batch is written in chunks, each its own transaction: when a later chunk fails,
     the chunks already committed are written again with the rest, as the same rows."""
-    records = [tictactoe_record(i, "win") for i in range(2 * WRITE_CHUNK + 5)]
-    poison = 2 * WRITE_CHUNK + 3  # in the third chunk
+    records = [tictactoe_record(i, "win") for i in range(2 * ThreadWriter.chunk + 5)]
+    poison = 2 * ThreadWriter.chunk + 3  # in the third chunk
     records[poison] = tictactoe_record(poison, "win", run=NUL_RUN)
     await queue(store, *records)
 

@@ -51,12 +51,14 @@ async def test_a_finished_episode_is_archived_without_waiting_for_a_poll(
 
 
 def embedded(sqlite_url: str) -> dict[str, str]:
-    """The settings of the embedded default (in-process store, SQLite archive)."""
+    """The settings of the embedded default (in-process store, SQLite archive, written by
+    a process of its own)."""
     upgrade(sqlite_url)
     return {
         "WANDER_REDIS_URL": "",
         "WANDER_DATABASE_URL": sqlite_url,
         "WANDER_LOG_LEVEL": "warning",
+        "WANDER_ARCHIVE_WRITER": "process",
     }
 
 

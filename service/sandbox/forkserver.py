@@ -44,6 +44,7 @@ from typing import Any, NoReturn
 import orjson
 
 from wander.service.envs import Registry, guard
+from wander.service.frames import write_frame
 from wander.service.sandbox.confine import (
     Jail,
     Limits,
@@ -52,7 +53,6 @@ from wander.service.sandbox.confine import (
     fork_worker,
     prepare,
 )
-from wander.service.sandbox.frames import write_frame
 from wander.service.sandbox.uids import Uids, parse_range
 from wander.service.sandbox.worker import FALLBACK, WarmUp, Worker, preload, serve
 

@@ -31,8 +31,8 @@ import orjson
 
 from wander.service.envs.hosted import HOSTED_VARIABLES
 from wander.service.errors import EnvFailed
+from wander.service.frames import HEADER, frame
 from wander.service.sandbox.confine import Limits
-from wander.service.sandbox.frames import HEADER, frame
 
 log = logging.getLogger(__name__)
 

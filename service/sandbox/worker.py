@@ -31,8 +31,8 @@ from wander.service.envs import Registry, guard
 from wander.service.envs.hosted import Hosted
 from wander.service.envs.hosted.replay import Nondeterministic
 from wander.service.envs.sdk import EnvConfig, Environment
+from wander.service.frames import read_frame, write_frame
 from wander.service.sandbox import calls
-from wander.service.sandbox.frames import read_frame, write_frame
 
 ERROR_CHARS = 2000
 """The most of an exception's text a reply carries (the service logs it)."""

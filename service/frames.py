@@ -1,4 +1,5 @@
-"""Frames between the service and a worker: 8 bytes of length (big-endian), then JSON."""
+"""Frames between the service and the processes it starts (an environment worker, the
+archive's writer): 8 bytes of length (big-endian), then the body (JSON to a worker)."""
 
 from __future__ import annotations
 
