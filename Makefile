@@ -6,7 +6,7 @@ PIP := $(BIN)/python -m pip install --quiet
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test test-fast test-lowest interop-venvs bench bench-scaling lint wheel screenshots clean lock
+.PHONY: serve test test-fast test-lowest interop-venvs bench bench-scaling bench-soak lint wheel screenshots clean lock
 
 # The package installs editable in strict mode: a tree of links under build/ shaped as
 # the installed package, so that static tools (editors, basedpyright, import-linter)
@@ -86,6 +86,12 @@ bench: $(VENV)/.dev
 bench-scaling: $(VENV)/.dev
 	$(PIP) -c constraints.txt -e '.[bench,plot]'
 	$(BIN)/python -m bench.scaling $(SCALING)
+
+# Ten minutes of mixed load on each store, sampled, then kill -9 (bench/soak.py): a
+# table and a plot into bench/results/soak.{md,png}.
+bench-soak: $(VENV)/.dev
+	$(PIP) -c constraints.txt -e '.[bench,plot]'
+	$(BIN)/python -m bench.soak
 
 lint: $(VENV)/.dev $(VENV)/.links
 	$(BIN)/ruff check .

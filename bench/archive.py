@@ -7,8 +7,9 @@
    tic-tac-toe episodes per request against the random opponent, refilling as games
    end): games finished per second, and the archive's backlog sampled every second.
 2. **Uncontended**: the records of a run written by each writer into a fresh SQLite
-   file and a fresh PostgreSQL database (``--postgres``), chunk after chunk as the
-   archiver writes them, with nothing else running: records per second.
+   file and a fresh PostgreSQL database (``--postgres``; ``--processes`` writer
+   processes there), chunk after chunk as the archiver writes them, with nothing else
+   running: records per second.
 
     python -m bench.archive --seconds 30
 
@@ -110,10 +111,11 @@ async def under_load(
     }
 
 
-async def uncontended(kind: WriterKind, url: str, records: list[bytes]) -> float:
-    """Records per second ``kind`` writes into ``url``, chunk after chunk."""
+async def uncontended(kind: WriterKind, url: str, records: list[bytes], processes: int) -> float:
+    """Records per second ``kind`` writes into ``url``, chunk after chunk (``processes``
+    writer processes on PostgreSQL)."""
     archive = Archive(url)
-    writer = writer_for(kind, archive)
+    writer = writer_for(kind, archive, processes)
     try:
         await writer.write(records[: writer.chunk])  # start-up: a process, a connection
         started = time.perf_counter()
@@ -169,7 +171,7 @@ async def main_async(args: argparse.Namespace) -> None:
         async with postgres_database(args.postgres) as postgresql:
             for database, url in (("sqlite", sqlite), ("postgresql", postgresql)):
                 for kind in WRITERS:
-                    rate = await uncontended(kind, url, records)
+                    rate = await uncontended(kind, url, records, args.processes)
                     row = {"part": "uncontended", "database": database, "writer": kind}
                     print(json.dumps({**row, "records_per_s": round(rate)}), flush=True)
 
@@ -180,6 +182,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument(
+        "--processes", type=int, default=2, help="writer processes on PostgreSQL (the default)"
+    )
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--postgres", default="postgresql://127.0.0.1/test")
     asyncio.run(main_async(parser.parse_args()))

@@ -70,7 +70,8 @@ def create_app(
             archive.dispose()
             raise
         store = open_store(settings)
-        archiver = Archiver(store, archive, writer=writer_for(settings.archive_writer, archive))
+        writer = writer_for(settings.archive_writer, archive, settings.archive_writer_processes)
+        archiver = Archiver(store, archive, writer=writer)
         catalog = Catalog.installed()
         app.state.catalog = catalog
         app.state.engine = Engine(store, catalog, settings, archive)

@@ -220,6 +220,14 @@ class Settings(BaseSettings):
         "process of their own, whose GIL the requests do not share (a database held in "
         "memory is always written from a thread), or a thread of the service.",
     )
+    archive_writer_processes: int = Field(
+        2,
+        ge=1,
+        le=16,
+        description="Writer processes of a PostgreSQL archive (`WANDER_ARCHIVE_WRITER` "
+        "`process`), each batch split between them: the writer is bound by its own CPU, "
+        "and PostgreSQL takes their transactions at once. SQLite gets one.",
+    )
     archive_backlog_max: int = Field(
         20_000,
         ge=0,

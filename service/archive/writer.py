@@ -54,14 +54,16 @@ class RecordWriter(Protocol):
     async def aclose(self) -> None: ...
 
 
-def writer_for(kind: WriterKind, archive: Archive) -> RecordWriter:
-    """The writer the settings ask for (``WANDER_ARCHIVE_WRITER``) of ``archive``: a
-    process unless the database lives in this process's memory."""
+def writer_for(kind: WriterKind, archive: Archive, processes: int = 1) -> RecordWriter:
+    """The writer the settings ask for (``WANDER_ARCHIVE_WRITER``,
+    ``WANDER_ARCHIVE_WRITER_PROCESSES``) of ``archive``: processes unless the database
+    lives in this process's memory, one for SQLite (which writes one transaction at a
+    time)."""
     url = archive.engine.url
-    in_memory = url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
-    if kind == "thread" or in_memory:
+    sqlite = url.get_backend_name() == "sqlite"
+    if kind == "thread" or (sqlite and url.database in (None, "", ":memory:")):
         return ThreadWriter(archive)
-    return ProcessWriter(archive.url)
+    return ProcessWriter(archive.url, 1 if sqlite else processes)
 
 
 class ThreadWriter:
@@ -87,11 +89,39 @@ class ThreadWriter:
 
 
 class ProcessWriter:
-    """Writes from a process of its own, through an ``Archive`` of ``url`` there."""
+    """Writes from ``processes`` processes of their own, each through an ``Archive`` of
+    ``url`` there: a call's records are split between them, each part its own
+    transaction (PostgreSQL takes them at once; SQLite, one writer at a time, gets one)."""
 
     chunk = 500
-    """A whole batch: the GIL it holds is its own, and each call is a round trip through
-    the service's event loop, which waits its turn there under load."""
+    """A whole batch: the GILs they hold are their own, and each call is a round trip
+    through the service's event loop, which waits its turn there under load."""
+
+    def __init__(self, url: str, processes: int = 1) -> None:
+        self._processes = [_WriterProcess(url) for _ in range(processes)]
+
+    async def write(self, records: Sequence[bytes]) -> list[str]:
+        """The ids of ``records``, in order; the first error of a part, once every part
+        is done (those that were written are written again with the rest: upserts)."""
+        count = len(self._processes)
+        size = -(-len(records) // count) or 1
+        parts = [records[start : start + size] for start in range(0, len(records), size)]
+        answers = await asyncio.gather(
+            *(process.write(part) for process, part in zip(self._processes, parts, strict=False)),
+            return_exceptions=True,
+        )
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                raise answer
+        return [episode_id for answer in answers for episode_id in answer]  # type: ignore[union-attr]
+
+    async def aclose(self) -> None:
+        """Stop the processes once their writes in hand, if any, are done."""
+        await asyncio.gather(*(process.aclose() for process in self._processes))
+
+
+class _WriterProcess:
+    """One writer process, started at its first write, asked one write at a time."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -125,7 +155,6 @@ class ProcessWriter:
         return self._process
 
     async def aclose(self) -> None:
-        """Stop the process once its write in hand, if any, is done."""
         async with self._turn:
             await self._stop(kill=False)
 
