@@ -29,11 +29,10 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
-import redis
 
 from bench.loadgen import run_load
+from bench.measure import backlog, forget_prefix
 from wander.service.archive import Archive, EpisodeFilter
 from wander.service.archive.migrations import upgrade
 from wander.service.archive.writer import WriterKind, writer_for
@@ -41,13 +40,6 @@ from wander.testing import ServiceProcess
 
 WRITERS: tuple[WriterKind, ...] = ("process", "thread")
 RUN = "bench-archive"
-
-
-def backlog(url: str) -> int:
-    """The archive backlog the service reports (``wander_archive_backlog``)."""
-    metrics = httpx.get(f"{url}/metrics", timeout=30).text
-    line = next(m for m in metrics.splitlines() if m.startswith("wander_archive_backlog "))
-    return int(float(line.split()[1]))
 
 
 @contextlib.contextmanager
@@ -67,10 +59,7 @@ def served(store: str, writer: WriterKind, database: str, redis_url: str) -> Ite
     finally:
         process.stop()
         if store == "redis":
-            client = redis.Redis.from_url(redis_url)
-            for key in client.scan_iter(f"{prefix}*", count=10_000):
-                client.delete(key)
-            client.close()
+            forget_prefix(redis_url, prefix)
 
 
 async def under_load(

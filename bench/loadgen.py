@@ -24,6 +24,7 @@ import os
 import random
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -71,6 +72,30 @@ class LoadResult:
     p99_ms: float
 
 
+async def post(
+    session: aiohttp.ClientSession,
+    url: str,
+    body: dict[str, Any],
+    waited: Callable[[], object] = lambda: None,
+) -> tuple[Any, float]:
+    """The answer to one request, and when the request that got it started: a 503 with
+    ``Retry-After`` (the service's backpressure: ``archive_backlog``, ``store_full``,
+    ``env_busy``) is waited out (``waited`` is told) and sent again, as clients do; any
+    other answer of 400 or more raises."""
+    while True:
+        started = time.perf_counter()
+        async with session.post(url, json=body) as response:
+            payload = await response.json()
+            retry_after = response.headers.get("Retry-After")
+        if response.status == 503 and retry_after is not None:
+            waited()
+            await asyncio.sleep(float(retry_after))
+            continue
+        if response.status >= 400:
+            raise RuntimeError(payload)
+        return payload, started
+
+
 def random_move(board: str, rng: random.Random) -> str:
     cell = rng.choice([i for i, mark in enumerate(board) if mark == "."])
     return f"<think>random</think><move>{cell}</move>"
@@ -93,21 +118,14 @@ class Agent:
         self.rng = random.Random(seed)
 
     async def post(self, path: str, body: dict[str, Any], tally: Tally) -> Any:
-        """The answer to one request; a 503 with ``Retry-After`` (the service's backpressure:
-        ``archive_backlog``, ``env_busy``) is waited out and sent again, as clients do."""
-        while True:
-            started = time.perf_counter()
-            async with self.session.post(self.url + path, json=body) as response:
-                payload = await response.json()
-                retry_after = response.headers.get("Retry-After")
-                if response.status == 503 and retry_after is not None:
-                    await asyncio.sleep(float(retry_after))
-                    continue
-                if response.status >= 400:
-                    tally.errors += 1
-                    raise RuntimeError(payload)
-            tally.timed(started)
-            return payload
+        """The answer to one request (``post``), timed in ``tally``."""
+        try:
+            payload, started = await post(self.session, self.url + path, body)
+        except RuntimeError:
+            tally.errors += 1
+            raise
+        tally.timed(started)
+        return payload
 
     async def create(self, n: int, tally: Tally) -> list[dict[str, Any]]:
         example = self.rng.randrange(10_000)

@@ -17,8 +17,7 @@ import secrets
 import statistics
 import time
 
-import redis
-
+from bench.measure import forget_prefix
 from wander.client.models import BatchStepItem, CreateEpisodesRequest
 from wander.service.catalog import Catalog
 from wander.service.engine import Engine
@@ -62,9 +61,7 @@ def main() -> None:
         games = [asyncio.run(play(settings, args.agents)) for _ in range(args.rounds)]
     finally:
         if args.redis_url:
-            client = redis.Redis.from_url(args.redis_url)
-            for key in client.scan_iter(f"{prefix}*"):
-                client.delete(key)
+            forget_prefix(args.redis_url, prefix)
     for first, last in ((0, 8), (TURNS - 8, TURNS)):
         medians = [statistics.median(game[first:last]) for game in games]
         per_game = [round(m) for m in medians]

@@ -28,26 +28,19 @@ import secrets
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import redis
 
 from bench.loadgen import random_move
+from bench.measure import backlog, forget_prefix, resident_bytes
 from wander.testing import ServiceProcess
 
 GROUP = 100
 BATCH = 1024
 WAVE = 1000
 """Games created, then played to their end, together."""
-
-
-def resident_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for process {pid}")
 
 
 def create(client: httpx.Client, episodes: int, rng: random.Random) -> dict[str, tuple[str, int]]:
@@ -82,11 +75,7 @@ def finish(client: httpx.Client, live: dict[str, tuple[str, int]], rng: random.R
 
 def archived(client: httpx.Client) -> None:
     """Wait until the backlog is empty."""
-    while True:
-        metrics = client.get("/metrics").text
-        line = next(m for m in metrics.splitlines() if m.startswith("wander_archive_backlog "))
-        if float(line.split()[1]) == 0:
-            return
+    while backlog(str(client.base_url)):
         time.sleep(0.2)
 
 
@@ -111,10 +100,7 @@ def service(
         finally:
             process.stop()
             if store == "redis":
-                client = redis.Redis.from_url(redis_url)
-                for key in client.scan_iter(f"{prefix}*", count=10_000):
-                    client.delete(key)
-                client.close()
+                forget_prefix(redis_url, prefix)
 
 
 def measure(store: str, episodes: int, grace: float, redis_url: str) -> dict[str, Any]:

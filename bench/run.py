@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import redis
 
 from bench.baseline import play_in_process
+from bench.measure import forget_prefix
 from wander.service.redis_url import parse_redis_url
 from wander.service.store.targets import primaries
 from wander.testing import ServiceProcess, cached_venv, running_processes
@@ -279,9 +279,7 @@ def main() -> None:
             if args.redis_workers > 1:
                 rows += matrix("redis", on_redis, args.redis_workers, args.seconds)
         sockets = websocket_rows(on_redis, python, args.seconds, args.ws_rounds)
-        client = redis.Redis.from_url(args.redis_url)
-        for key in client.scan_iter(match=f"{prefix}*"):
-            client.delete(key)
+        forget_prefix(args.redis_url, prefix)
     report = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine(args.redis_url),

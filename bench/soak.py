@@ -39,8 +39,9 @@ import aiohttp
 import redis
 import sqlalchemy
 
-from bench.archive import backlog, postgres_database
-from bench.loadgen import random_move
+from bench.archive import postgres_database
+from bench.loadgen import post, random_move
+from bench.measure import backlog, forget_prefix, resident_bytes
 from wander.service.archive.migrations import upgrade
 from wander.service.archive.tables import ArchivedEpisode
 from wander.testing import ServiceProcess
@@ -80,20 +81,16 @@ class Client:
         self.session, self.url, self.traffic = session, url, traffic
 
     async def post(self, kind: str, path: str, body: dict[str, Any]) -> Any:
-        while True:
-            started = time.perf_counter()
-            async with self.session.post(self.url + path, json=body) as response:
-                payload = await response.json()
-                retry_after = response.headers.get("Retry-After")
-            if response.status == 503 and retry_after is not None:
-                self.traffic.refused += 1
-                await asyncio.sleep(float(retry_after))
-                continue
-            if response.status >= 400:
-                self.traffic.errors += 1
-                raise RuntimeError(payload)
-            self.traffic.timed(kind, started)
-            return payload
+        try:
+            payload, started = await post(self.session, self.url + path, body, self._refused)
+        except RuntimeError:
+            self.traffic.errors += 1
+            raise
+        self.traffic.timed(kind, started)
+        return payload
+
+    def _refused(self) -> None:
+        self.traffic.refused += 1
 
     async def create(self, env: str, n: int, rng: random.Random) -> list[dict[str, Any]]:
         body = {"env": env, "n": n, "example": rng.randrange(1000), "run": RUN}
@@ -144,13 +141,6 @@ async def rg_agent(client: Client, seed: int, stop: asyncio.Event) -> None:
         client.traffic.finished.add(episode["id"])
 
 
-def resident_bytes(pid: int) -> int:
-    """The resident memory of the service's process (its environment workers come and go,
-    and share most of their pages with the fork server they came from)."""
-    status = Path(f"/proc/{pid}/status").read_text().splitlines()
-    return int(next(line for line in status if line.startswith("VmRSS:")).split()[1]) * 1024
-
-
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return 0.0
@@ -173,7 +163,7 @@ async def sampled(
         finished = len(traffic.finished)
         sample: dict[str, Any] = {
             "t": round(time.monotonic() - started, 1),
-            "rss_mb": round(resident_bytes(service.process.pid) / 2**20, 1),
+            "rss_mb": round(resident_bytes(service.process.pid) / 2**20, 1),  # its process
             "backlog": await asyncio.to_thread(backlog, service.url),
             "games": finished - seen,
             "p50_ms": {k: round(percentile(v, 0.5) * 1000, 1) for k, v in window.items()},
@@ -216,10 +206,7 @@ async def settings_for(store: str, args: argparse.Namespace) -> AsyncIterator[di
                 "WANDER_REDIS_PREFIX": prefix,
             }
         finally:
-            client = redis.Redis.from_url(args.redis_url)
-            for key in client.scan_iter(f"{prefix}*", count=10_000):
-                client.delete(key)
-            client.close()
+            forget_prefix(args.redis_url, prefix)
 
 
 async def soak(store: str, args: argparse.Namespace) -> dict[str, Any]:
