@@ -39,7 +39,9 @@ class ScriptedBackend:
         self.generated: list[list[int]] = []
         self.batch_sizes: list[int] = []
 
-    def generate(self, prompts: list[list[int]]) -> list[Generation]:
+    def generate(self, prompts: list[list[int]], max_tokens: int | None = None) -> list[Generation]:
+        """The scripted answers, whole, however long: the rollout keeps a turn within what
+        is left of the completion (``max_tokens`` is asked of a model, not promised)."""
         self.batch_sizes.append(len(prompts))
         out = []
         for prompt in prompts:

@@ -117,7 +117,7 @@ def test_a_rewarded_metric_that_is_no_number_stops_the_run_naming_those_that_are
 class NulBackend(ScriptedBackend):
     """The scripted answers with a NUL after them: an untrained model samples any byte."""
 
-    def generate(self, prompts: list[list[int]]) -> list[Generation]:
+    def generate(self, prompts: list[list[int]], max_tokens: int | None = None) -> list[Generation]:
         nul = self.tokenizer.encode("\0", add_special_tokens=False)
         answers = [[*g.token_ids[:-1], *nul, g.token_ids[-1]] for g in super().generate(prompts)]
         return [Generation(ids, [-0.5] * len(ids)) for ids in answers]
@@ -134,6 +134,114 @@ def test_a_sampled_nul_is_sent_as_a_replacement_character(live: ServiceProcess) 
         records = [client.episode(episode_id) for episode_id in output["episode_id"]]
     answers = [m.content for r in records for m in r.messages if m.role == "assistant"]
     assert answers and all(a is not None and a.endswith("\ufffd") for a in answers)
+
+
+class SpelledStopBackend(ScriptedBackend):
+    """The scripted answers, then ``<|im_end|>`` written in ordinary tokens and a tail,
+    then the real end of the turn: a model that writes its stop token as text."""
+
+    def generate(self, prompts: list[list[int]], max_tokens: int | None = None) -> list[Generation]:
+        spelled = [
+            token
+            for piece in ("<|", "im_end", "|>", " tail")
+            for token in self.tokenizer.encode(piece, add_special_tokens=False)
+        ]
+        scripted = super().generate(prompts)
+        answers = [[*g.token_ids[:-1], *spelled, g.token_ids[-1]] for g in scripted]
+        self.generated[-len(answers) :] = answers
+        return [Generation(ids, [-0.5] * len(ids)) for ids in answers]
+
+
+def test_a_stop_token_written_as_text_is_trained_once_as_sampled(live: ServiceProcess) -> None:
+    """The template's rendering of ``...<|im_end|> tail`` reads the text back as the stop
+    token; the model's turn still ends at the template's own, so the tail is in the
+    sequence once, as sampled, and not again as the environment's."""
+    tokenizer = build_tokenizer()
+    backend = SpelledStopBackend(tokenizer)
+    with WanderClient(live.url) as client:
+        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
+                                run="rollout-spelled-stop", backend=backend)  # fmt: skip
+        output = rollout([example_prompt(3)])
+        [record] = [client.episode(episode_id) for episode_id in output["episode_id"]]
+    answers = [m.content or "" for m in record.messages if m.role == "assistant"]
+    assert len(answers) >= 3 and all(a.endswith("<|im_end|> tail") for a in answers)
+    completion, mask = output["completion_ids"][0], output["env_mask"][0]
+    model = [t for t, m in zip(completion, mask, strict=True) if m == 1]
+    assert model == [token for ids in backend.generated for token in ids]
+    sequence = tokenizer.decode(output["prompt_ids"][0] + completion)
+    assert sequence.count(" tail") == len(answers)
+
+
+@pytest.mark.parametrize(
+    ("padding", "budget"), [(40, 60), (0, 30)], ids=["the-model-turn-is-cut", "the-reply-is-cut"]
+)
+def test_a_completion_never_exceeds_max_completion_length(
+    padding: int, budget: int, live: ServiceProcess
+) -> None:
+    """A turn is asked for no more than what is left, and kept within it whatever the
+    model wrote; the environment's reply is cut too: the completion is exactly the budget,
+    and the episode ends there."""
+    tokenizer = build_tokenizer()
+    backend = ScriptedBackend(tokenizer, lambda board: perfect_agent(board) + " pad" * padding)
+    with WanderClient(live.url) as client:
+        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
+                                run="rollout-budget", backend=backend,
+                                max_completion_length=budget)  # fmt: skip
+        output = rollout([example_prompt(3)] * 2)
+    assert [len(c) for c in output["completion_ids"]] == [budget, budget]
+    assert [len(m) for m in output["env_mask"]] == [budget, budget]
+
+
+class FallingOverBackend(ScriptedBackend):
+    """Answers the first turn, then fails, as a generation server that fell over."""
+
+    def generate(self, prompts: list[list[int]], max_tokens: int | None = None) -> list[Generation]:
+        if self.batch_sizes:
+            raise RuntimeError("the generation server fell over")
+        return super().generate(prompts)
+
+
+def test_a_rollout_that_fails_aborts_the_episodes_it_was_playing(live: ServiceProcess) -> None:
+    tokenizer = build_tokenizer()
+    with WanderClient(live.url) as client:
+        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
+                                run="rollout-fell-over",
+                                backend=FallingOverBackend(tokenizer))  # fmt: skip
+        with pytest.raises(RuntimeError, match="fell over"):
+            rollout([example_prompt(3)] * 2)
+        assert client.retry is not NO_RETRY  # the client's own retries, given back
+        for _ in range(100):
+            page = client.episodes("rollout-fell-over")
+            if page.total == 2:
+                break
+            time.sleep(0.05)
+    assert [(e.status, e.turn) for e in page.episodes] == [("aborted", 1), ("aborted", 1)]
+
+
+class RefusingBackend(ScriptedBackend):
+    """Answers every prompt but the second of the first turn, which its server refuses."""
+
+    def generate(self, prompts: list[list[int]], max_tokens: int | None = None) -> list[Generation]:
+        answers = super().generate(prompts)
+        if len(self.batch_sizes) == 1:
+            answers[1] = Generation([], None, "Request failed: 400, past the context")
+        return answers
+
+
+def test_a_request_the_server_refuses_fails_that_episode_not_the_run(
+    live: ServiceProcess,
+) -> None:
+    tokenizer = build_tokenizer()
+    with WanderClient(live.url) as client:
+        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
+                                run="rollout-refused", backend=RefusingBackend(tokenizer),
+                                max_failure_rate=0.5)  # fmt: skip
+        output = rollout([example_prompt(3)] * 4)
+        refused = client.episode(output["episode_id"][1])
+        played = client.episode(output["episode_id"][0])
+    assert (refused.status, played.status) == ("aborted", "done")
+    assert output["win"][1] is None and output["win"][0] is not None
+    assert set(output["env_mask"][1]) == {0} and output["completion_ids"][1]
 
 
 def canonical_agent(board: str) -> str:

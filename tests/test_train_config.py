@@ -32,6 +32,8 @@ per_device_train_batch_size = 8
         ("num_generationz = 4", "(did you mean 'num_generations'?)"),
         ("generation_batch_size = 6", "generation_batch_size (6) must be divisible by"),
         ('eval_strategy = "steps"', "eval_examples is 0"),
+        ("use_vllm = true", 'set grpo.vllm_mode = "server"'),
+        ('use_vllm = true\nvllm_mode = "colocate"', 'set grpo.vllm_mode = "server"'),
     ],
 )
 def test_a_bad_grpo_option_is_a_config_error_before_the_model_loads(

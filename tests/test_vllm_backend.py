@@ -127,6 +127,45 @@ def test_the_backend_sends_our_sampling_and_reads_ids_and_logprobs(
     assert request["return_token_ids"] is True
 
 
+class ShortContext(StandIn):
+    """A server of a 4-token context: a longer prompt is refused with 400, as vLLM refuses
+    one past ``--max-model-len``."""
+
+    def do_POST(self) -> None:
+        payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.requests.append({"path": self.path, **payload})
+        if any(len(prompt) > 4 for prompt in payload["prompt"]):
+            message = "This model's maximum context length is 4 tokens."
+            data = json.dumps({"error": {"message": message, "code": 400}}).encode()
+            self.send_response(400)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        choices = [completion(p, payload["max_tokens"]) for p in payload["prompt"]]
+        self._answer({"id": "cmpl-1", "object": "text_completion", "choices": choices})
+
+
+def test_a_prompt_the_server_refuses_fails_alone_and_a_turn_asks_for_what_is_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(vllm_client, "is_vllm_available", lambda *a, **k: True)
+    ShortContext.requests = []
+    with serving(ShortContext) as url:
+        client = vllm_client.VLLMClient(base_url=url)
+        backend = VLLMServerBackend(client, Sampling(max_new_tokens=3))
+        generations = backend.generate([[1, 2, 3, 4, 5], [40]], max_tokens=2)
+
+    refused, answered = generations
+    assert refused.token_ids == [] and refused.failure is not None
+    assert "maximum context length is 4 tokens" in refused.failure
+    assert (answered.token_ids, answered.failure) == ([41, 42], None)
+    # The batch, then each prompt alone, every request for at most what is left.
+    assert [r["prompt"] for r in ShortContext.requests] == [[[1, 2, 3, 4, 5], [40]],
+                                                            [[1, 2, 3, 4, 5]], [[40]]]  # fmt: skip
+    assert {r["max_tokens"] for r in ShortContext.requests} == {2}
+
+
 def test_the_serve_command_has_the_flags_trl_imposes() -> None:
     """TRL 1.16's deprecated `trl vllm-serve` now runs `vllm serve` with the flags its
     trainers need; ours are those (`--enable-scale-out` is for multimodal prompts)."""

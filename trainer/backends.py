@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -16,13 +17,24 @@ class Generation:
 
     token_ids: list[int]
     logprobs: list[float] | None
+    failure: str | None = None
+    """Why nothing was generated for the prompt (the server refused its request): the
+    episode fails, not the run."""
+
+    def cut(self, length: int) -> Generation:
+        """The first ``length`` tokens: a turn kept within what is left of a completion."""
+        if len(self.token_ids) <= length:
+            return self
+        logprobs = None if self.logprobs is None else self.logprobs[:length]
+        return Generation(self.token_ids[:length], logprobs, self.failure)
 
 
 class Backend(Protocol):
-    def generate(self, prompts: list[list[int]]) -> list[Generation]:
-        """One sampled continuation per prompt (token ids in, token ids out). In a run
-        of several processes every process calls it at every turn, with no prompts
-        once its own episodes have ended (see ``processes``)."""
+    def generate(self, prompts: list[list[int]], max_tokens: int | None = None) -> list[Generation]:
+        """One sampled continuation per prompt (token ids in, token ids out), of at most
+        ``max_tokens`` tokens where that is fewer than the sampling's. In a run of
+        several processes every process calls it at every turn, with no prompts once
+        its own episodes have ended (see ``processes``)."""
         ...
 
 
@@ -36,6 +48,13 @@ class Sampling:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0  # 0: the whole vocabulary
+
+
+def capped(sampling: Sampling, max_tokens: int | None) -> Sampling:
+    """``sampling`` with at most ``max_tokens`` new tokens (None: as it is)."""
+    if max_tokens is None or max_tokens >= sampling.max_new_tokens:
+        return sampling
+    return dataclasses.replace(sampling, max_new_tokens=max(1, max_tokens))
 
 
 def stop_token_ids(tokenizer: Any, generation_config: Any = None) -> list[int]:
@@ -60,14 +79,15 @@ class TransformersBackend:
     def __init__(self, model: Any, tokenizer: Any, sampling: Sampling) -> None:
         self.model, self.tokenizer, self.sampling = model, tokenizer, sampling
 
-    def generate(self, prompts: list[list[int]]) -> list[Generation]:
+    def generate(self, prompts: list[list[int]], max_tokens: int | None = None) -> list[Generation]:
         pad = self.tokenizer.pad_token_id
+        sampling = capped(self.sampling, max_tokens)
         if not prompts:
-            self._sample([[pad]])
+            self._sample([[pad]], sampling)
             return []
-        return self._sample(prompts)
+        return self._sample(prompts, sampling)
 
-    def _sample(self, prompts: list[list[int]]) -> list[Generation]:
+    def _sample(self, prompts: list[list[int]], sampling: Sampling) -> list[Generation]:
         import torch
 
         from wander.trainer.plain_sampling import sample
@@ -80,7 +100,7 @@ class TransformersBackend:
         was_training = self.model.training
         self.model.eval()
         try:
-            tokens, logprobs = sample(self.model, ids, mask, self.sampling, stops, pad)
+            tokens, logprobs = sample(self.model, ids, mask, sampling, stops, pad)
         finally:
             if was_training:
                 self.model.train()
@@ -105,23 +125,42 @@ class VLLMServerBackend:
         self.client, self.sampling = client, sampling
         self.processes = processes or Processes()
 
-    def generate(self, prompts: list[list[int]]) -> list[Generation]:
+    def generate(self, prompts: list[list[int]], max_tokens: int | None = None) -> list[Generation]:
         everyone = self.processes.gather(prompts)
+        caps = [cap for cap in self.processes.gather(max_tokens) if cap is not None]
         answers = None
         if self.processes.main:
-            flat = self._generate([prompt for part in everyone for prompt in part])
+            sampling = capped(self.sampling, max(caps) if caps else None)
+            flat = self._generate([prompt for part in everyone for prompt in part], sampling)
             ends = itertools.accumulate(len(part) for part in everyone)
             answers = [flat[end - len(own) : end] for own, end in zip(everyone, ends, strict=True)]
         return self.processes.from_main(answers)[self.processes.index]
 
-    def _generate(self, prompts: list[list[int]]) -> list[Generation]:
+    def _generate(self, prompts: list[list[int]], sampling: Sampling) -> list[Generation]:
+        """One request for every prompt; if the server refuses it (a prompt past its
+        ``--max-model-len``, say), one request each, so that only the prompts it
+        refuses fail."""
+        try:
+            return self._request(prompts, sampling)
+        except Exception:  # TRL's client raises a bare Exception for an HTTP error
+            if len(prompts) == 1:
+                return self._each(prompts, sampling)
+            return [g for prompt in prompts for g in self._each([prompt], sampling)]
+
+    def _each(self, prompts: list[list[int]], sampling: Sampling) -> list[Generation]:
+        try:
+            return self._request(prompts, sampling)
+        except Exception as exc:
+            return [Generation([], None, " ".join(str(exc).split())[:500])]
+
+    def _request(self, prompts: list[list[int]], sampling: Sampling) -> list[Generation]:
         out = self.client.generate(
             prompts=prompts,
             n=1,
-            temperature=self.sampling.temperature,
-            top_p=self.sampling.top_p,
-            top_k=self.sampling.top_k,
-            max_tokens=self.sampling.max_new_tokens,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k,
+            max_tokens=sampling.max_new_tokens,
             logprobs=0,
         )
         return [

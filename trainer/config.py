@@ -122,6 +122,21 @@ class GRPORunConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _vllm_on_a_server(self) -> GRPORunConfig:
+        """Wander's rollout samples on a vLLM server (TRL's client); TRL's default mode,
+        ``colocate``, keeps vLLM inside the trainer, where the rollout has no client (it
+        failed once the models had loaded)."""
+        mode = self.grpo.get("vllm_mode", "colocate")
+        if self.rollout == "rollout_func" and self.grpo.get("use_vllm") and mode != "server":
+            raise ValueError(
+                f'grpo.use_vllm with vllm_mode = "{mode}" is not what Wander\'s rollout '
+                'samples with: set grpo.vllm_mode = "server" and start a vLLM server '
+                '(docs/training.md, "Generation on a vLLM server"), or leave use_vllm off to '
+                "sample in the trainer"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _evaluation(self) -> GRPORunConfig:
         if self.eval_examples and self.rollout == "environment_factory":
             raise ValueError(

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wander.client import Score, StepError, WanderClient
+from wander.client.retry import NO_RETRY
 from wander.trainer.backends import (
     Backend,
     Generation,
@@ -159,18 +160,25 @@ def prompt_tokens(tokenizer: Any, text: str) -> list[int]:
 
 
 def environment_tokens(
-    tokenizer: Any, before: str, after: str, stop_ids: Collection[int], model_ended: bool
+    tokenizer: Any,
+    before: str,
+    after: str,
+    stop_ids: Collection[int],
+    model_ended: bool,
+    said: str,
 ) -> list[int]:
     """The tokens that follow a model turn in the trainer's sequence: the rest of the
     template's end of that turn, the environment's reply, the next generation prompt.
 
     ``before`` is the conversation rendered up to the generation prompt the model
-    answered, ``after`` with the answer and the environment's replies. The model's
-    turn ends at the first of its stop tokens the template writes after ``before``
-    (``<|im_end|>``, Gemma's ``<end_of_turn>``, Llama 3's ``<|eot_id|>``); if the
-    model stopped itself, its own stop token stands there, else (cut off) the
-    template's is added, masked like the environment's tokens. The model's turn
-    stays in the sequence as sampled, however the template would render its text.
+    answered, ``after`` with the answer (``said``, the text sent) and the environment's
+    replies. The model's turn ends at the first of its stop tokens the template writes
+    after ``before`` (``<|im_end|>``, Gemma's ``<end_of_turn>``, Llama 3's
+    ``<|eot_id|>``) past those the model wrote as text (``A<|im_end|>B``, in ordinary
+    tokens, reads back as the stop token itself); if the model stopped itself, its own
+    stop token stands there, else (cut off) the template's is added, masked like the
+    environment's tokens. The model's turn stays in the sequence as sampled, however
+    the template would render its text.
     """
     if not after.startswith(before):
         raise ChatTemplateError(
@@ -184,9 +192,11 @@ def environment_tokens(
         )
     turn = after[len(before) :]
     ids: list[int] = tokenizer.encode(turn, add_special_tokens=False)
-    end = next((i for i, token in enumerate(ids) if token in stop_ids), None)
+    stops = tokenizer.convert_ids_to_tokens(list(stop_ids))
+    written = sum(said.count(stop) for stop in stops)
+    ends = (i for i, token in enumerate(ids) if token in stop_ids)
+    end = next(itertools.islice(ends, written, None), None)
     if end is None:
-        stops = tokenizer.convert_ids_to_tokens(list(stop_ids))
         raise ChatTemplateError(
             f"the chat template ends the assistant's turn with none of the model's stop "
             f"tokens {stops}, so the model's turn cannot be told from the environment's "
@@ -339,14 +349,19 @@ class WanderRollout:
         processes = Processes(None if trainer is None else trainer.accelerator)
         stops = self.stops_for(trainer)
         examples = [_example(prompt) for prompt in prompts]
-        trajectories = self._start(episode_groups(examples, *batch_layout(trainer)))
-        with self.backend_for(trainer, processes) as backend:
-            self._play(trajectories, backend, stops, processes)
-        self._check_failures(trajectories, processes)
-        scores = [
-            None if t.failure is not None else self.client.score(t.episode_id, partial=True)
-            for t in trajectories
-        ]
+        trajectories: list[Trajectory] = []
+        try:
+            self._start(episode_groups(examples, *batch_layout(trainer)), trajectories)
+            with self.backend_for(trainer, processes) as backend:
+                self._play(trajectories, backend, stops, processes)
+            self._check_failures(trajectories, processes)
+            scores = [
+                None if t.failure is not None else self.client.score(t.episode_id, partial=True)
+                for t in trajectories
+            ]
+        except BaseException:
+            self._abandon(trajectories)
+            raise
         output: dict[str, Any] = {
             "prompt_ids": [t.prompt_ids for t in trajectories],
             "completion_ids": [t.completion_ids for t in trajectories],
@@ -371,14 +386,25 @@ class WanderRollout:
         whose own have ended goes on generating for none (``Backend.generate``)."""
         live = [t for t in trajectories if t.live]
         while processes.any(bool(live)):
-            generations = backend.generate([t.prompt_ids + t.completion_ids for t in live])
-            if live:
-                self._step(live, generations, stops)
+            room = [self.max_completion_length - len(t.completion_ids) for t in live]
+            generations = backend.generate(
+                [t.prompt_ids + t.completion_ids for t in live], max(room, default=None)
+            )
+            if live:  # each turn within what is left of its completion, whatever was sampled
+                cut = [g.cut(left) for g, left in zip(generations, room, strict=True)]
+                self._step(live, cut, stops)
             live = [t for t in live if t.live]
 
     def _step(
         self, live: list[Trajectory], generations: list[Generation], stops: Collection[int]
     ) -> None:
+        for trajectory, generation in zip(live, generations, strict=True):
+            if generation.failure:
+                self._refused(trajectory, generation, stops)
+        generated = [(t, g) for t, g in zip(live, generations, strict=True) if not g.failure]
+        if not generated:
+            return
+        live, generations = [t for t, _ in generated], [g for _, g in generated]
         texts = self.tokenizer.batch_decode(
             [g.token_ids for g in generations], skip_special_tokens=True
         )
@@ -393,6 +419,17 @@ class WanderRollout:
             live, generations, actions, results, strict=True
         ):
             self._advance(trajectory, generation, action, result, stops)
+
+    def _refused(
+        self, trajectory: Trajectory, generation: Generation, stops: Collection[int]
+    ) -> None:
+        """The backend generated nothing for the episode (its server refused the request):
+        it fails (counted under ``max_failure_rate``) and is aborted on the service. A
+        stop token stands for the turn, masked: TRL reads the last token of every
+        completion, and one failed at its first turn would have none."""
+        trajectory.add_environment([min(stops)])
+        trajectory.fail(f"generation refused: {generation.failure}")
+        self.client.delete(trajectory.episode_id)
 
     def _check_failures(self, trajectories: list[Trajectory], processes: Processes) -> None:
         """Judged on the whole batch, every process's part of it, so that the
@@ -412,9 +449,24 @@ class WanderRollout:
         if failed or processes.main:
             log.warning("%s; left out of training (rewards None, tokens masked)", what)
 
-    def _start(self, groups: list[tuple[int, int]]) -> list[Trajectory]:
-        """One episode group per GRPO group (``episode_groups``)."""
-        trajectories: list[Trajectory] = []
+    def _abandon(self, trajectories: list[Trajectory]) -> None:
+        """A rollout that fails aborts the episodes it leaves being played, rather than
+        leave them to idle out on the service: each asked once (no retries, however
+        patient the run's client: the service may be what failed)."""
+        patient, self.client.retry = self.client.retry, NO_RETRY
+        try:
+            for trajectory in trajectories:
+                if trajectory.live:
+                    try:
+                        self.client.delete(trajectory.episode_id)
+                    except Exception as exc:  # the failure being raised says more
+                        log.warning("episode %s was left open: %s", trajectory.episode_id, exc)
+        finally:
+            self.client.retry = patient
+
+    def _start(self, groups: list[tuple[int, int]], trajectories: list[Trajectory]) -> None:
+        """One episode group per GRPO group (``episode_groups``), added to
+        ``trajectories`` as each is created."""
         for example, n in groups:
             group = self.client.create(
                 self.env,
@@ -431,7 +483,6 @@ class WanderRollout:
                 trajectories.append(
                     Trajectory(episode.id, episode.turn, messages, rendered, prompt)
                 )
-        return trajectories
 
     def _advance(
         self,
@@ -455,9 +506,11 @@ class WanderRollout:
         messages = [*trajectory.messages, {"role": "assistant", "content": action}, *replies]
         rendered = render(self.tokenizer, messages, True, self.chat_template)
         ended = bool(generation.token_ids) and generation.token_ids[-1] in stops
-        trajectory.add_environment(
-            environment_tokens(self.tokenizer, trajectory.rendered, rendered, stops, ended)
+        following = environment_tokens(
+            self.tokenizer, trajectory.rendered, rendered, stops, ended, action
         )
+        room = self.max_completion_length - len(trajectory.completion_ids)
+        trajectory.add_environment(following[:room])
         trajectory.messages, trajectory.rendered = messages, rendered
         if len(trajectory.completion_ids) >= self.max_completion_length:
             trajectory.live = False  # out of room: scored as it stands, then dropped
