@@ -224,9 +224,10 @@ class Settings(BaseSettings):
         2,
         ge=1,
         le=16,
-        description="Writer processes of a PostgreSQL archive (`WANDER_ARCHIVE_WRITER` "
-        "`process`), each batch split between them: the writer is bound by its own CPU, "
-        "and PostgreSQL takes their transactions at once. SQLite gets one.",
+        description="Writer processes of the archive (`WANDER_ARCHIVE_WRITER` `process`), "
+        "each batch split between them: a writer is bound by its own CPU, parsing records "
+        "and building rows, which they do side by side (SQLite takes their transactions "
+        "one at a time).",
     )
     archive_backlog_max: int = Field(
         20_000,

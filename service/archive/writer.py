@@ -57,13 +57,12 @@ class RecordWriter(Protocol):
 def writer_for(kind: WriterKind, archive: Archive, processes: int = 1) -> RecordWriter:
     """The writer the settings ask for (``WANDER_ARCHIVE_WRITER``,
     ``WANDER_ARCHIVE_WRITER_PROCESSES``) of ``archive``: processes unless the database
-    lives in this process's memory, one for SQLite (which writes one transaction at a
-    time)."""
+    lives in this process's memory."""
     url = archive.engine.url
-    sqlite = url.get_backend_name() == "sqlite"
-    if kind == "thread" or (sqlite and url.database in (None, "", ":memory:")):
+    in_memory = url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+    if kind == "thread" or in_memory:
         return ThreadWriter(archive)
-    return ProcessWriter(archive.url, 1 if sqlite else processes)
+    return ProcessWriter(archive.url, processes)
 
 
 class ThreadWriter:
@@ -91,7 +90,10 @@ class ThreadWriter:
 class ProcessWriter:
     """Writes from ``processes`` processes of their own, each through an ``Archive`` of
     ``url`` there: a call's records are split between them, each part its own
-    transaction (PostgreSQL takes them at once; SQLite, one writer at a time, gets one)."""
+    transaction. The writers are bound by their own CPU (parsing and building rows more
+    than the database's work): PostgreSQL takes their transactions at once, SQLite one
+    at a time while the other parses (its writers wait their turn, WAL and a busy
+    timeout); two wrote ~1.5x what one did on each (bench/README.md)."""
 
     chunk = 500
     """A whole batch: the GILs they hold are their own, and each call is a round trip
