@@ -34,9 +34,11 @@ generate = TransformersBackend.generate
 calls: list[int] = []
 
 
-def counted(backend: TransformersBackend, prompts: list[list[int]]) -> Any:
+def counted(
+    backend: TransformersBackend, prompts: list[list[int]], max_tokens: int | None = None
+) -> Any:
     calls.append(len(prompts))
-    return generate(backend, prompts)
+    return generate(backend, prompts, max_tokens)
 
 
 class StandInClient:

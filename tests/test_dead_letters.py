@@ -85,6 +85,7 @@ async def test_poison_records_are_dead_lettered_and_the_others_archived(
     assert await store.dead_letter_count() == 2
 
 
+@pytest.mark.parametrize("store_kind", ["memory"])  # it judges alike on every store
 async def test_the_writer_process_judges_each_record_as_the_thread_does(
     store: EpisodeStore, archive: Archive, postgresql_url: str
 ) -> None:
