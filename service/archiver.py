@@ -38,7 +38,12 @@ import orjson
 
 from wander.service import metrics
 from wander.service.archive import Archive, RecordRefused, WriteRefused
-from wander.service.archive.writer import RecordWriter, ThreadWriter, UnreadableRecord
+from wander.service.archive.writer import (
+    RecordWriter,
+    ThreadWriter,
+    UnreadableRecord,
+    WriterStopped,
+)
 from wander.service.errors import ArchiveStalled, DatabaseUnavailable, StoreUnavailable
 from wander.service.store import EpisodeStore, Pending
 
@@ -290,8 +295,8 @@ def _counting() -> Iterator[None]:
     """Count the failures of the database in ``wander_database_errors_total``."""
     try:
         yield
-    except UnreadableRecord:
-        raise  # refused before the database saw it
+    except (UnreadableRecord, WriterStopped):
+        raise  # refused before the database saw it, or its writer process stopped
     except (DatabaseUnavailable, WriteRefused):
         metrics.DATABASE_ERRORS.inc()
         raise

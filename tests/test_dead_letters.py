@@ -23,6 +23,7 @@ from wander.service.archive import Archive, EpisodeFilter
 from wander.service.archive.migrations import upgrade
 from wander.service.archive.writer import ProcessWriter, ThreadWriter, writer_for
 from wander.service.archiver import Archiver
+from wander.service.errors import ArchiveStalled
 from wander.service.settings import Settings
 from wander.service.store import EpisodeStore, open_store
 
@@ -108,6 +109,29 @@ async def test_the_writer_process_judges_each_record_as_the_thread_does(
     assert errors[1].startswith("not an episode record: env: Field required")
     assert errors[2].startswith("WriteRefused: RaiseException: cursed runs are refused")
     assert errors[2].endswith("(after 3 attempts)")
+
+
+@pytest.mark.parametrize("store_kind", ["memory"])
+async def test_a_writer_process_that_cannot_run_stalls_the_archive_and_sets_nothing_aside(
+    store: EpisodeStore, archive: Archive
+) -> None:
+    """Its process ends at once (it cannot open the archive it is given): every attempt
+    fails, the records stay queued, none becomes a dead letter, and the stall is said."""
+    await queue(store, *(tictactoe_record(i, "win") for i in range(3)))
+    writer = ProcessWriter("nosuchdb://nowhere")
+    archiver = Archiver(store, archive, writer=writer, poll_seconds=0.05, stall_seconds=0.5)
+    worker = asyncio.create_task(archiver.run())
+    try:
+        await asyncio.sleep(2.0)  # attempts at 0, 0.25 s, 0.75 s, 1.75 s
+        with pytest.raises(ArchiveStalled, match="writer process stopped"):
+            archiver.check_progress()
+    finally:
+        archiver.stop()
+        await worker
+        await writer.aclose()
+    assert await store.backlog() == 3
+    assert await store.dead_letter_count() == 0
+    assert archived(archive) == []
 
 
 async def test_a_poison_record_after_written_chunks_leaves_each_other_record_archived_once(

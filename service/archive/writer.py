@@ -35,12 +35,21 @@ from pydantic import ValidationError
 
 from wander.client.models import EpisodeRecord
 from wander.service.archive.database import Archive, RecordRefused
+from wander.service.errors import DatabaseUnavailable
 from wander.service.frames import HEADER, frame, read_frame, write_frame
 
 WriterKind = Literal["process", "thread"]
 PR_SET_PDEATHSIG = 1
 STOP_SECONDS = 10.0
 """How long a writer process may take to finish its write in hand once told to stop."""
+
+
+class WriterStopped(DatabaseUnavailable):
+    """A writer process ended during a write (killed, out of memory, or it could not
+    start). Nothing it was given is acknowledged, and, as when the database is down, the
+    archiver backs off and tries again, and sets no record aside for it: a writer that
+    cannot run must stall the archive visibly (``/readyz``), not turn every record into
+    a dead letter."""
 
 
 class RecordWriter(Protocol):
@@ -141,7 +150,7 @@ class _WriterProcess:
                 reply = await process.stdout.readexactly(int.from_bytes(header, "big"))
             except (OSError, asyncio.IncompleteReadError) as exc:
                 await self._stop(kill=True)
-                raise RuntimeError(f"the archive's writer process stopped: {exc}") from None
+                raise WriterStopped(f"the archive's writer process stopped: {exc}") from None
         kind, value = pickle.loads(reply)
         if kind == "error":
             raise value
@@ -167,12 +176,17 @@ class _WriterProcess:
         assert process.stdin is not None
         process.stdin.close()  # the end of its requests: it returns
         if kill:
-            process.kill()
+            _kill(process)
         try:
             await asyncio.wait_for(process.wait(), STOP_SECONDS)
         except TimeoutError:
-            process.kill()
+            _kill(process)
             await process.wait()
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it has ended already
+        process.kill()
 
 
 def write_records(archive: Archive, records: Sequence[bytes]) -> list[str]:
