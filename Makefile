@@ -50,8 +50,9 @@ TEST_PROCESSES ?= 3
 XDIST := -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
 PYTEST := $(BIN)/python -m pytest $(XDIST)
 
+# The 25 slowest tests are listed at the end: the suite must stay under ten minutes.
 test: $(VENV)/.dev $(VENV)/.links interop-venvs
-	$(PYTEST)
+	$(PYTEST) --durations=25
 
 # The unit and ASGI tests (under 2 minutes): none of the tiers that tests/conftest.py
 # gives (slow, live_server, interop, browser). `make test` runs them all.
