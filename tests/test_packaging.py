@@ -2,8 +2,9 @@
 
 The wheel is built as the Docker image builds it: from the files its Dockerfile
 copies out of a clean checkout of the working tree, with stale files planted in
-``build/``. It is installed with the service extra into a fresh venv and used
-there as a user would: imports, `wander serve`, a plugin, the image's healthcheck.
+``build/``. `make serve`'s install step makes a fresh venv (pip, as a user runs it);
+the wheel then replaces its editable install there, and is used as a user would:
+imports, `wander serve`, a plugin, the image's healthcheck.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import shutil
 import subprocess
 import sys
 import tomllib
-import venv
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,15 +82,37 @@ def wheel(checkout: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def service_venv(wheel: Path, checkout: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with the wheel's service extra, and the example plugin."""
+def made(checkout: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`make serve`'s install step (pip, as a user runs it), into a venv of the module's."""
     env_dir = tmp_path_factory.mktemp("venv")
-    venv.create(env_dir, with_pip=True)
-    python = env_dir / "bin" / "python"
-    run(python, "-m", "pip", "install", "--quiet", f"{wheel}[service]", cwd=env_dir)
-    run(python, "-m", "pip", "install", "--quiet", "--no-deps", checkout / "tests" / "plugin",
-        cwd=env_dir)  # fmt: skip
+    run("make", f"VENV={env_dir}", f"{env_dir}/.serve", cwd=checkout)
     return env_dir
+
+
+@pytest.fixture(scope="module")
+def service_venv(made: Path, wheel: Path, checkout: Path) -> Path:
+    """`make serve`'s venv with its editable install replaced by the wheel and its service
+    extra (what the editable install has already: one pyproject), and the example plugin."""
+    python = made / "bin" / "python"
+    run(python, "-m", "pip", "uninstall", "--quiet", "--yes", "wander-rl", cwd=made)
+    run(python, "-m", "pip", "install", "--quiet", f"{wheel}[service]", cwd=made)
+    run(python, "-m", "pip", "install", "--quiet", "--no-deps", checkout / "tests" / "plugin",
+        cwd=made)  # fmt: skip
+    return made
+
+
+def assert_no_heavy(python: Path, cwd: Path, names: tuple[str, ...] = HEAVY) -> None:
+    for name in names:
+        found = run(python, "-c", f"import importlib.util as u; print(u.find_spec({name!r}))",
+                    cwd=cwd)  # fmt: skip
+        assert found.stdout.strip() == "None", f"{name} is importable: {found.stdout}"
+
+
+def test_make_serve_installs_no_torch(made: Path, tmp_path: Path) -> None:
+    """The first test of the module: later ones put the wheel in this venv."""
+    python = made / "bin" / "python"
+    run(python, "-c", "import wander.service.app", cwd=tmp_path)
+    assert_no_heavy(python, tmp_path)
 
 
 def test_the_wheel_holds_wander_and_nothing_else(wheel: Path) -> None:
@@ -128,10 +150,7 @@ def test_an_installed_wheel_imports_as_wander_only(service_venv: Path, tmp_path:
     python = service_venv / "bin" / "python"
     run(python, "-c", "import wander.client, wander.service.app, wander.sdk, wander.migrations",
         cwd=tmp_path)  # fmt: skip
-    for name in ("service", "client", "trainer", "migrations", *HEAVY):
-        found = run(python, "-c", f"import importlib.util as u; print(u.find_spec({name!r}))",
-                    cwd=tmp_path)  # fmt: skip
-        assert found.stdout.strip() == "None", f"{name} is importable: {found.stdout}"
+    assert_no_heavy(python, tmp_path, ("service", "client", "trainer", "migrations", *HEAVY))
 
 
 @pytest.fixture
@@ -167,15 +186,3 @@ def test_the_images_healthcheck_passes(
     probe = dockerfile.split('"python", "-c", "', 1)[1].split('"]', 1)[0]
     probe = probe.replace("127.0.0.1:8000", f"127.0.0.1:{server.port}")
     run(service_venv / "bin" / "python", "-c", probe, cwd=service_venv)
-
-
-def test_make_serve_installs_no_torch(checkout: Path, tmp_path: Path) -> None:
-    """`make serve`'s install step, into a venv of the test's own."""
-    env_dir = tmp_path / "venv"
-    run("make", f"VENV={env_dir}", f"{env_dir}/.serve", cwd=checkout)
-    python = env_dir / "bin" / "python"
-    run(python, "-c", "import wander.service.app", cwd=tmp_path)
-    for name in HEAVY:
-        found = run(python, "-c", f"import importlib.util as u; print(u.find_spec({name!r}))",
-                    cwd=tmp_path)  # fmt: skip
-        assert found.stdout.strip() == "None", f"make serve installed {name}"
