@@ -43,6 +43,8 @@ class ChatRequest(BaseModel):
 
     model: str = "baseline"
     messages: list[Message] = Field(min_length=1)
+    tools: list[dict[str, Any]] | None = None
+    """OpenAI tool schemas, handed to the policy."""
     n: int = Field(1, ge=1, le=64)
     seed: int | None = None
     """OpenAI's ``seed``: the baseline's choices for this request are drawn from a
@@ -121,7 +123,7 @@ def create_policy_app(policy: Policy, name: str) -> FastAPI:
         player = policy
         if body.seed is not None and isinstance(policy, Baseline):
             player = policy.seeded(body.seed, len(conversation))
-        replies = [await player.act(conversation) for _ in range(body.n)]
+        replies = [await player.act(conversation, body.tools) for _ in range(body.n)]
         header = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()),
                   "model": body.model}  # fmt: skip
         if body.stream:

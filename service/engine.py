@@ -117,7 +117,7 @@ class Engine:
         """Where a finished episode is read once the store has let it go (``release``)."""
         self.catalog = catalog
         self.settings = settings
-        self.sandbox = Sandbox(settings)
+        self.sandbox = Sandbox(settings, catalog.registry.values())
         """Where environment code runs: every reset, step and score goes through it."""
         self.backlog = BacklogGate(store, settings.archive_backlog_max)
         """New episodes wait while the archive's backlog is past its bound."""

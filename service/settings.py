@@ -146,6 +146,16 @@ class Settings(BaseSettings):
         "they connect to (`WANDER_VERIFIERS_CONFIG`). Root only: without root no worker "
         "is kept off the network.",
     )
+    env_processes: str = Field(
+        "",
+        description="Environments whose workers may start processes, `name,...` (a hosted "
+        "Verifiers taskset whose tools are MCP servers it starts for each episode: "
+        "`vf/<id>`): each call of one runs in a worker forked for it with a network of its "
+        "own (its loopback, nothing else, unless `env_network` names it too), up to 64 "
+        "processes and threads, each under `env_memory_bytes`, and 64 MB of files of its "
+        "own. Its servers start again whenever its episode replays, so raise "
+        "`env_call_seconds` to cover that. Root only for the network and the process limit.",
+    )
     env_uids: str = Field(
         "100000-165535",
         pattern=r"^\s*\d+\s*-\s*\d+\s*$",

@@ -49,10 +49,14 @@ def create(service: ServiceProcess, env: str, **body: Any) -> dict[str, Any]:
     return created
 
 
-def step(service: ServiceProcess, episode_id: str, turn: int, content: str) -> httpx.Response:
+def step(
+    service: ServiceProcess, episode_id: str, turn: int, reply: str | dict[str, Any]
+) -> httpx.Response:
+    """Step ``reply``: the model's text, or its whole message (tool calls)."""
+    action = {"role": "assistant", "content": reply} if isinstance(reply, str) else reply
     return httpx.post(
         f"{service.url}/v1/episodes/{episode_id}/step",
-        json={"turn": turn, "action": {"role": "assistant", "content": content}},
+        json={"turn": turn, "action": action},
         timeout=TIMEOUT,
     )
 

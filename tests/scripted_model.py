@@ -6,7 +6,9 @@ from the venv that has verifiers.
 - hot-cold (tests/vf_tasksets/hot_cold.py): halving, from "1 to N" and each answer's
   "higher" or "lower";
 - marble-v1 (the published taskset): the level's known solution, found by its prompt
-  among the first tasks of the taskset (``MARBLE_TASKS``) at its default config.
+  among the first tasks of the taskset (``MARBLE_TASKS``) at its default config;
+- ledger (tests/vf_tasksets/ledger.py, a tool taskset): one ``ledger_balance`` call per
+  account named, one at a time, then the name of the largest balance.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from wander.client.policy_server import create_policy_app
 
 MARBLE_TASKS = 8
 RANGE = re.compile(r"from 1 to (\d+)")
+ACCOUNTS = re.compile(r"holds the most: ([a-z, ]+)\?")
+BALANCE_TOOL = "ledger_balance"
 
 
 def reply(messages: list[dict[str, Any]]) -> str:
@@ -51,12 +55,31 @@ def _marble_solutions() -> dict[str, list[dict[str, Any]]]:
     return {str(task.data.prompt): task.data.solution for task in tasks}
 
 
+def ledger_reply(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The script's reply in a ledger task: the next account's balance asked of the tool,
+    or, all of them known, the richest account's name."""
+    asked = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
+    found = next(filter(None, map(ACCOUNTS.search, asked)), None)
+    accounts = found.group(1).split(", ") if found else []
+    balances = [int(m["content"]) for m in messages if m.get("role") == "tool"]
+    if len(balances) < len(accounts):
+        arguments = json.dumps({"account": accounts[len(balances)]})
+        call = {"id": f"call-{len(balances)}", "type": "function",
+                "function": {"name": BALANCE_TOOL, "arguments": arguments}}  # fmt: skip
+        return {"role": "assistant", "content": None, "tool_calls": [call]}
+    richest = max(zip(balances, accounts, strict=True))[1] if accounts else "nobody"
+    return {"role": "assistant", "content": richest}
+
+
 class Scripted:
     """The script as a Wander policy, for ``create_policy_app`` (which streams, as the
     harness programs of Verifiers ask)."""
 
-    async def act(self, messages: Sequence[Message], *, tools: Any = None) -> AssistantMessage:
-        return AssistantMessage(content=reply([m.model_dump(mode="json") for m in messages]))
+    async def act(self, messages: Sequence[Message], tools: Any = None) -> AssistantMessage:
+        said = [m.model_dump(mode="json", exclude_none=True) for m in messages]
+        if any(tool.get("function", {}).get("name") == BALANCE_TOOL for tool in tools or []):
+            return AssistantMessage.model_validate(ledger_reply(said))
+        return AssistantMessage(content=reply(said))
 
 
 app = create_policy_app(Scripted(), "scripted")

@@ -4,6 +4,7 @@ serve`` from the venv holding verifiers (tests/interop.py):
 - ``vf/hot-cold`` and ``vf/drifting``: tests/vf_tasksets/, written only against
   ``verifiers.v1``'s public API (a multi-turn env playing the user, seeded as Verifiers'
   TextArena taskset is; one that reads the clock);
+- ``vf/ledger``: tests/vf_tasksets/ledger.py, a tool taskset (an MCP server per episode);
 - ``vf/marble-v1``: a published taskset (``marble-v1`` from PyPI), unchanged.
 
 The replies come from a script (tests/scripted_model.py) served as an OpenAI-compatible
@@ -69,7 +70,8 @@ def shared(
     pinned = {"openenv": {"base_url": openenv_server.url, "resets": [{"seed": 5}]}}
     with hosted.replicas(
         redis_url, pytestconfig, tmp_path_factory.mktemp("hosted-vf"),
-        WANDER_VERIFIERS="hot-cold,drifting,marble-v1,openenv",
+        WANDER_VERIFIERS="hot-cold,drifting,marble-v1,openenv,ledger",
+        WANDER_ENV_PROCESSES="vf/ledger",  # its tool server: a process per episode
         WANDER_VERIFIERS_CONFIG=json.dumps(pinned),
         # openenv's run() imports OpenEnv's client, and gradio: ~3 s a fresh worker
         WANDER_ENV_CALL_SECONDS="30",
@@ -100,31 +102,37 @@ def scripted(python: Path) -> Iterator[ServiceProcess]:
     process.stop()
 
 
-def script(scripted: ServiceProcess, messages: list[dict[str, Any]]) -> str:
-    """The scripted model's reply to ``messages``."""
+def script(
+    scripted: ServiceProcess, messages: list[dict[str, Any]], tools: list[Any] | None = None
+) -> dict[str, Any]:
+    """The scripted model's reply to ``messages`` (offered ``tools``): its message."""
     answer = httpx.post(
-        f"{scripted.url}/v1/chat/completions", json={"messages": messages}, timeout=TIMEOUT
-    )
+        f"{scripted.url}/v1/chat/completions",
+        json={"messages": messages, **({"tools": tools} if tools else {})}, timeout=TIMEOUT,
+    )  # fmt: skip
     assert answer.status_code == 200, answer.text
-    content: str = answer.json()["choices"][0]["message"]["content"]
-    return content
+    message: dict[str, Any] = answer.json()["choices"][0]["message"]
+    return message
 
 
 def play(
     service: ServiceProcess, scripted: ServiceProcess, episode: dict[str, Any],
-    replies: list[str] | None = None, turn: int = 0,
-) -> list[str]:  # fmt: skip
-    """Play ``episode`` to its end from ``turn``: the given replies first, then the
-    script's; every reply sent."""
+    replies: list[Any] | None = None, turn: int = 0,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Play ``episode`` to its end from ``turn``: the given replies first (text, or whole
+    messages), then the script's; every reply sent, as a message."""
+    tools = httpx.get(f"{service.url}/v1/environments/{episode['env']}", timeout=TIMEOUT)
     messages = list(record(service, episode["id"])["messages"])
     sent, queued = [], list(replies or [])
     while True:
-        content = queued.pop(0) if queued else script(scripted, messages)
-        answer = step(service, episode["id"], turn, content)
+        reply = queued.pop(0) if queued else script(scripted, messages, tools.json()["tools"])
+        if isinstance(reply, str):
+            reply = {"role": "assistant", "content": reply}
+        answer = step(service, episode["id"], turn, reply)
         assert answer.status_code == 200, answer.text
         body = answer.json()
-        sent.append(content)
-        messages += [{"role": "assistant", "content": content}, *body["observation"]]
+        sent.append(reply)
+        messages += [reply, *body["observation"]]
         turn += 1
         if body["done"]:
             return sent
@@ -236,6 +244,85 @@ def test_an_episode_stays_live_in_its_worker_between_steps(
     assert len(replies) >= 3
     assert after["replayed"] - before.get("replayed", 0) == 1
     assert after["live"] - before.get("live", 0) == len(replies) - 1
+
+
+LEDGER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "ledger_balance",
+        "description": "The balance of an account, in whole dollars.",
+        "parameters": {
+            "type": "object",
+            "properties": {"account": {"title": "Account", "type": "string"}},
+            "required": ["account"],
+            "title": "balanceArguments",
+        },
+    },
+}
+
+
+def call(name: str, arguments: str, ident: str = "c1") -> dict[str, Any]:
+    """An assistant message calling one tool."""
+    function = {"name": name, "arguments": arguments}
+    return {
+        "role": "assistant",
+        "tool_calls": [{"id": ident, "type": "function", "function": function}],
+    }
+
+
+def test_a_tool_taskset_is_played_with_tool_calls_answered_by_its_tool_server(
+    service: ServiceProcess, scripted: ServiceProcess
+) -> None:
+    """``vf/ledger``'s tool is published as the seat offers it to the model; a step's tool
+    calls are made on the episode's own tool server (a process Verifiers starts), their
+    results the observation; a call no tool takes is answered, not fatal."""
+    info = httpx.get(f"{service.url}/v1/environments/vf/ledger", timeout=TIMEOUT).json()
+    assert (info["kind"], info["tools"]) == ("tool", [LEDGER_TOOL])
+    episode = create(service, "vf/ledger", example=0)
+    assert episode["observation"][-1]["content"].startswith("Which of these accounts")
+    answers = [
+        step(service, episode["id"], 0, call("ledger_balance", '{"account": "zed"}')),
+        step(service, episode["id"], 1, call("ledger_wire", "{}", "c2")),
+        step(service, episode["id"], 2, call("ledger_balance", "[1]", "c3")),
+    ]
+    assert [a.status_code for a in answers] == [200] * 3, service.logs()[-3000:]
+    assert [a.json()["observation"] for a in answers] == [
+        [{"role": "tool", "tool_call_id": "c1", "content": "no account named 'zed'"}],
+        [{"role": "tool", "tool_call_id": "c2", "content": "Error: unknown tool 'ledger_wire'"}],
+        [{"role": "tool", "tool_call_id": "c3",
+          "content": "Error: the arguments must be a JSON object"}],
+    ]  # fmt: skip
+    plain = create(service, "vf/hot-cold")
+    refused = step(service, plain["id"], 0, call("ledger_balance", "{}"))
+    assert refused.json()["observation"][0]["content"].startswith("Not a reply")
+
+
+def test_a_tool_taskset_replays_its_tool_calls_and_scores_as_verifiers_does(
+    python: Path, service: ServiceProcess, scripted: ServiceProcess, tmp_path: Path
+) -> None:
+    """Played by the script, a ledger episode scores what ``vf-eval`` gives the same task
+    (its ``frugal`` reward reads the tool server's state, kept over Verifiers' ``/state``
+    channel); evicted from its worker after two lookups, it replays them (the tool server
+    started again) and ends as an uninterrupted one."""
+    [(index, trace)] = own_eval(python, scripted, tmp_path, "ledger", "agent", 1).items()
+    reference = create(service, "vf/ledger", example=index)
+    replies = play(service, scripted, reference)
+    assert len(replies) == 4  # three lookups and the answer
+    assert_scored_as(service, reference["id"], trace)
+    assert score(service, reference["id"])["total"] == pytest.approx(1.1)
+    episode = create(service, "vf/ledger", example=index)
+    before = hosted_steps(service, "vf/ledger")
+    for turn, reply in enumerate(replies[:2]):
+        assert step(service, episode["id"], turn, reply).status_code == 200
+    for seed in range(LIVE_EPISODES):  # other episodes take every kept worker
+        assert step(service, create(service, seed=seed)["id"], 0, "10").status_code == 200
+    assert play(service, scripted, episode, turn=2) == replies[2:]
+    after = hosted_steps(service, "vf/ledger")
+    assert after["replayed"] - before.get("replayed", 0) == 2  # the first step, and the third
+    assert (
+        record(service, episode["id"])["messages"] == record(service, reference["id"])["messages"]
+    )
+    assert score(service, episode["id"])["total"] == score(service, reference["id"])["total"]
 
 
 def vf_eval(python: Path, config: str, tmp_path: Path) -> list[dict[str, Any]]:

@@ -10,17 +10,22 @@ got running there would (a plugin's hole).
 - its working directory is a ``tmpfs`` capped in inodes: a million directories cost
   the machine 500 MB of kernel memory no rlimit counts (``mkdir``);
 - one tenant that keeps every worker busy with calls that run to their deadline cannot
-  make another tenant's calls wait behind all of them, or fail ``env_busy``.
+  make another tenant's calls wait behind all of them, or fail ``env_busy``;
+- it can start no process, write no file and reach no loopback; granted processes
+  (``WANDER_ENV_PROCESSES``: a hosted taskset's tool servers), it can do all three, yet
+  still reaches nothing of the service's network, and what it started dies with it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import statistics
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -29,7 +34,7 @@ from tests.helpers import plugin_service
 from wander.service.envs import Registry
 from wander.service.sandbox.fairness import FairSlots
 from wander.service.sandbox.launcher import worker_environment
-from wander.testing import ServiceProcess
+from wander.testing import ServiceProcess, wait_until
 
 DEADLINE = 1.5
 UIDS = range(100000, 165536)
@@ -139,6 +144,39 @@ async def test_each_worker_is_pid_1_as_a_uid_of_its_own(
     [pid_1, uid_1], [pid_2, uid_2] = said(first).split(), said(second).split()
     assert pid_1 == pid_2 == "1"
     assert int(uid_1) in UIDS and int(uid_2) in UIDS and uid_1 != uid_2
+
+
+def processes_of(uid: int) -> list[int]:
+    """The pids of the processes running as ``uid``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    pids.append(int(entry.name))
+            except FileNotFoundError:
+                continue
+    return pids
+
+
+@root_only
+async def test_only_a_worker_granted_processes_starts_them_and_they_die_with_it(
+    tenants: dict[str, httpx.AsyncClient], plugin_site: Path, tmp_path: Path, redis_url: str
+) -> None:
+    redis_port = urlsplit(redis_url).port or 6379  # listening on the service's loopback
+    denied = json.loads(said(await play(tenants["t1"], f"probe {redis_port}")))
+    assert denied["process"] == denied["orphan"] == "BlockingIOError"  # RLIMIT_NPROC 0
+    assert denied["file"] == "OSError"  # a read-only /tmp, and RLIMIT_FSIZE 0
+    assert denied["loopback"] == "OSError"  # its loopback is down
+    with plugin_service(plugin_site, tmp_path, WANDER_ENV_PROCESSES="hostile") as granted:
+        async with httpx.AsyncClient(base_url=granted.url, timeout=60) as client:
+            probe = json.loads(said(await play(client, f"probe {redis_port}")))
+    assert (probe["process"], probe["file"], probe["loopback"]) == ("7", "100000", "connected")
+    assert probe["service"] == "ConnectionRefusedError"  # a network of its own
+    assert probe["orphan"].isdigit()
+    uid = int(probe["uid"])
+    assert uid in UIDS
+    wait_until(lambda: not processes_of(uid), "the worker's processes ended with it")
 
 
 def unreclaimable_kb() -> int:

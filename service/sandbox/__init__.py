@@ -20,12 +20,14 @@ forked worker runs), ``confine`` (the layers), ``uids`` (a uid per live worker),
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
 from wander.service.envs.hosted import Hosted
 from wander.service.envs.sdk import EnvConfig, Environment, Message, State
 from wander.service.sandbox.calls import CALLS, Advanced, Rescored, Started
+from wander.service.sandbox.confine import NO_GRANTS, Grants
 from wander.service.sandbox.pool import WorkerPool
 from wander.service.sandbox.replies import Operation, checked
 from wander.service.settings import Settings
@@ -33,10 +35,40 @@ from wander.service.settings import Settings
 __all__ = ["Advanced", "Rescored", "Sandbox", "Started"]
 
 
+def granted(settings: Settings) -> dict[str, Grants]:
+    """What the operator grants environments beyond the confinement, by name."""
+    network, processes = names(settings.env_network), names(settings.env_processes)
+    return {env: Grants(env in network, env in processes) for env in network | processes}
+
+
+def names(value: str) -> frozenset[str]:
+    """The environment names of a `name,...` setting."""
+    return frozenset(filter(None, (name.strip() for name in value.split(","))))
+
+
+class UngrantedProcesses(RuntimeError):
+    """Hosted environments start processes that the operator has not granted them: the
+    service does not start (their every episode would fail)."""
+
+    def __init__(self, names: list[str]) -> None:
+        start, them = ("starts", "it") if len(names) == 1 else ("start", "them")
+        super().__init__(
+            f"{', '.join(names)} {start} processes for each episode (tool servers): name "
+            f"{them} in WANDER_ENV_PROCESSES to serve {them} (docs/environments.md)"
+        )
+
+
 class Sandbox:
     """Runs the engine's environment calls where each environment declared."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, environments: Iterable[Environment[Any]] = ()) -> None:
+        grants = granted(settings)
+        if ungranted := sorted(
+            env.name for env in environments
+            if isinstance(env, Hosted) and env.starts_processes
+            and not grants.get(env.name, NO_GRANTS).processes
+        ):  # fmt: skip
+            raise UngrantedProcesses(ungranted)
         self.pool = WorkerPool(
             settings.env_workers,
             settings.env_call_seconds,
@@ -45,7 +77,7 @@ class Sandbox:
             settings.max_episode_bytes,
             settings.env_uids,
             settings.env_live_episodes,
-            frozenset(filter(None, (name.strip() for name in settings.env_network.split(",")))),
+            grants,
         )
 
     async def start(

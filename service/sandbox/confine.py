@@ -48,7 +48,11 @@ worker, before it reads a request). Each layer stops something the others do not
   service not kill it), ``RLIMIT_FSIZE`` 0 (it cannot write a byte into any file),
   ``RLIMIT_NOFILE`` (few descriptors), ``RLIMIT_NPROC`` 0 once it has its own uid
   (``fork`` and new threads fail, so no ``subprocess``: the limit counts the uid's
-  processes, which is why it needs the uid of its own) and ``RLIMIT_CORE`` 0.
+  processes, which is why it needs the uid of its own) and ``RLIMIT_CORE`` 0. A worker
+  granted processes (``Grants.processes``) may run ``PROCESSES`` of them (threads
+  count), each under the same memory budget, and write files of up to ``FILE_BYTES``
+  into a larger ``tmpfs`` of its own (``PROCESS_TMPFS``), also mounted on ``/tmp``; they
+  all die with it (its pid namespace ends with its pid 1).
 - **parent death** (``PR_SET_PDEATHSIG``): the fork server is killed when the service
   dies, and a worker when the fork server dies, even by ``kill -9``, so none outlives
   the service.
@@ -65,11 +69,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import functools
 import os
 import resource
 import select
 import signal
+import socket
+import struct
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -97,8 +104,38 @@ WORKER_TMPFS = "size=1m,nr_inodes=1024,mode=0700"
 (``RLIMIT_FSIZE`` 0), so the size bounds only what it may allocate without writing
 (``fallocate``, long symbolic links); the inodes bound its directories, empty files and
 extended attributes, about 1 KB of kernel memory each."""
+PROCESS_TMPFS = "size=64m,nr_inodes=16384,mode=0700"
+"""The working directory (and ``/tmp``) of a worker granted processes: what it and the
+servers it starts write (port files, logs, Verifiers' runtime folders)."""
+PROCESSES = 64
+"""Processes and threads a worker granted processes may run (an MCP server is a process
+with a few threads; Verifiers probes each with another)."""
+FILE_BYTES = 16 << 20
+"""The largest file a worker granted processes may write."""
+OPEN_FILES_WITH_PROCESSES = 256
+"""Descriptors of each process of a worker granted processes (sockets, pipes, logs)."""
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 LANDLOCK_SCOPES = 0x1 | 0x2
 """``LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL`` (Landlock ABI 6)."""
+
+
+@dataclass(frozen=True)
+class Grants:
+    """What the operator lets the workers of one environment do beyond the confinement
+    every worker has (``WANDER_ENV_NETWORK``, ``WANDER_ENV_PROCESSES``)."""
+
+    network: bool = False
+    """It joins the service's network."""
+    processes: bool = False
+    """It may start processes (``PROCESSES``) and write files (``FILE_BYTES``), in a
+    network namespace of its own with its loopback up (unless ``network``)."""
+
+    def __bool__(self) -> bool:
+        return self.network or self.processes
+
+
+NO_GRANTS = Grants()
+"""What every worker has: the confinement, and nothing beyond."""
 
 
 @dataclass(frozen=True)
@@ -182,24 +219,33 @@ def fork_worker(jail: Jail) -> int:
 
 
 def confine(
-    jail: Jail, limits: Limits, uid: int | None, directory: Path, network: bool = False
+    jail: Jail, limits: Limits, uid: int | None, directory: Path, grants: Grants = NO_GRANTS
 ) -> list[str]:
     """Confine a freshly forked worker (``uid`` its own, root only; ``directory`` its
-    working directory when not root; ``network``: it joins the service's network, for
-    an environment the operator allows it); returns the layers applied (for the log)."""
+    working directory when not root; ``grants``: what the operator allows its
+    environment beyond the rest); returns the layers applied (for the log)."""
     applied = list(jail.layers)
     if jail.host_network is not None:
-        if network:  # before it drops root: joining a namespace takes the capability
+        if grants.network:  # before it drops root: joining a namespace takes the capability
             _setns(jail.host_network, CLONE_NEWNET)
             applied = [layer for layer in applied if layer != "network namespace"]
             applied.append("the service's network")
         os.close(jail.host_network)
     os.setsid()  # a session of its own: kill(0), its process group, reaches no one else
     if jail.root and uid is not None:
-        _unshare(CLONE_NEWNS | CLONE_NEWIPC)
-        _mount("tmpfs", jail.home, "tmpfs", MS_NOSUID | MS_NODEV,
-               f"{WORKER_TMPFS},uid={uid},gid={uid}")  # fmt: skip
+        own_network = grants.processes and not grants.network
+        _unshare(CLONE_NEWNS | CLONE_NEWIPC | (CLONE_NEWNET if own_network else 0))
+        if own_network:
+            _loopback_up()
+            applied = [layer for layer in applied if layer != "network namespace"]
+            applied.append("a network of its own (loopback)")
+        if grants.processes:
+            _own_tmp(jail.home, uid)
+        else:
+            _mount("tmpfs", jail.home, "tmpfs", MS_NOSUID | MS_NODEV,
+                   f"{WORKER_TMPFS},uid={uid},gid={uid}")  # fmt: skip
         os.chdir(jail.home)
+        os.environ.update(HOME=str(jail.home), TMPDIR=str(jail.home))
         applied += ["pid namespace", "ipc namespace", "private file system"]
         _become(uid)
         applied.append(f"user {uid}")
@@ -212,13 +258,13 @@ def confine(
     tempfile.tempdir = os.getcwd()
     _limit(resource.RLIMIT_AS, limits.memory_bytes)
     _limit(resource.RLIMIT_CPU, limits.cpu_seconds)
-    _limit(resource.RLIMIT_FSIZE, 0)
-    _limit(resource.RLIMIT_NOFILE, OPEN_FILES)
+    _limit(resource.RLIMIT_FSIZE, FILE_BYTES if grants.processes else 0)
+    _limit(resource.RLIMIT_NOFILE, OPEN_FILES_WITH_PROCESSES if grants.processes else OPEN_FILES)
     _limit(resource.RLIMIT_CORE, 0)
     applied.append("rlimits")
     if jail.root:  # now a user of its own: no process of it may start another
-        _limit(resource.RLIMIT_NPROC, 0)
-        applied.append("no processes")
+        _limit(resource.RLIMIT_NPROC, PROCESSES if grants.processes else 0)
+        applied.append(f"{PROCESSES} processes" if grants.processes else "no processes")
     if _landlock_scopes():
         applied.append("landlock scopes")
     _die_with(jail.lifeline)
@@ -252,6 +298,26 @@ def _mount(source: str | None, target: str | Path, kind: str | None, flags: int,
     encoded = [None if x is None else str(x).encode() for x in (source, target, kind, data)]
     result = _libc().mount(encoded[0], encoded[1], encoded[2], flags, encoded[3])
     _check(result, f"mount {source} on {target}")
+
+
+def _own_tmp(home: Path, uid: int) -> None:
+    """A ``tmpfs`` of ``uid``'s (``PROCESS_TMPFS``) on ``/tmp``, where Verifiers' servers
+    write their port files, that is also ``home`` (bound there, or made inside it when
+    ``home`` lies under ``/tmp``, which the mount hides)."""
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"{PROCESS_TMPFS},uid={uid},gid={uid}")
+    if home.is_relative_to("/tmp"):
+        home.mkdir(parents=True, exist_ok=True)
+        os.chown(home, uid, uid)
+    else:
+        _bind("/tmp", home, MS_NOSUID | MS_NODEV)
+
+
+def _loopback_up() -> None:
+    """Bring up ``lo`` of a network namespace just made (down in a new one)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        request = struct.pack("16sH22x", b"lo", 0)
+        flags = struct.unpack("16sH22x", fcntl.ioctl(probe, SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(probe, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | IFF_UP))
 
 
 def _needed_paths() -> list[str]:
@@ -296,6 +362,7 @@ def _build_jail(home: Path, paths: Iterable[str]) -> None:
         inside.touch()
         _bind(device, inside, MS_RDONLY | MS_NOSUID)
     (home / str(home).lstrip("/")).mkdir(parents=True)
+    (home / "tmp").mkdir(exist_ok=True)  # where a worker granted processes binds its own
     (home / "old-root").mkdir()
     _pivot_root(home, home / "old-root")
     os.chdir("/")

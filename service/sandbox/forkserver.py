@@ -46,6 +46,8 @@ import orjson
 from wander.service.envs import Registry, guard
 from wander.service.frames import write_frame
 from wander.service.sandbox.confine import (
+    NO_GRANTS,
+    Grants,
     Jail,
     Limits,
     confine,
@@ -108,11 +110,11 @@ class ForkServer:
         self.stop()
 
     def fork(
-        self, env: str | None, op: str | None, network: bool = False
+        self, env: str | None, op: str | None, grants: Grants = NO_GRANTS
     ) -> tuple[dict[str, Any], list[int]]:
-        """A new worker, warmed up for ``op`` calls of ``env`` (in the service's network if
-        ``network``): its pid and uid, and the service's end of its channel and its pidfd;
-        or why there is none."""
+        """A new worker, warmed up for ``op`` calls of ``env`` (with what ``grants`` allows
+        beyond the confinement): its pid and uid, and the service's end of its channel and
+        its pidfd; or why there is none."""
         episode = self.warm_up.prepare(env) if env is not None else None
         uid = self._free_uid() if self.jail.root else None
         if self.jail.root and uid is None:
@@ -129,7 +131,7 @@ class ForkServer:
             self._forget(Child(uid, directory))
             return {"error": f"fork: {exc}"}, []
         if pid == 0:
-            self._become_worker(worker_end, uid, directory, op, episode, network)
+            self._become_worker(worker_end, uid, directory, op, episode, grants)
         worker_end.close()
         self.children[pid] = Child(uid, directory)
         return {"pid": pid, "uid": uid}, [service_end.detach(), os.pidfd_open(pid)]
@@ -150,7 +152,7 @@ class ForkServer:
 
     def _become_worker(
         self, channel: socket.socket, uid: int | None, directory: Path | None, op: str | None,
-        episode: dict[str, Any] | None, network: bool,
+        episode: dict[str, Any] | None, grants: Grants,
     ) -> NoReturn:  # fmt: skip
         """The forked child: confine, say ready, serve; never back into the server's loop."""
         status = 1
@@ -160,7 +162,7 @@ class ForkServer:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             namespaces = [self.jail.host_network] if self.jail.host_network is not None else []
             _close_all_but(0, 1, 2, fd, self.jail.lifeline, *namespaces)
-            layers = confine(self.jail, self.limits, uid, directory or self.jail.home, network)
+            layers = confine(self.jail, self.limits, uid, directory or self.jail.home, grants)
             os.close(self.jail.lifeline)
             self.warm_up.run(op, episode)
             write_frame(fd, orjson.dumps({"ready": layers}))
@@ -203,16 +205,17 @@ class ForkServer:
         self.children.clear()
 
 
-def _asked(request: bytes) -> tuple[str | None, str | None, bool]:
-    """The environment and the call a fork request names, and whether its worker joins
-    the service's network (the service's own message)."""
+def _asked(request: bytes) -> tuple[str | None, str | None, Grants]:
+    """The environment and the call a fork request names, and what its worker is granted
+    (the service's own message)."""
     with contextlib.suppress(orjson.JSONDecodeError):
         named = orjson.loads(request)
         if isinstance(named, dict):
             env, op = named.get("env"), named.get("op")
             env, op = (env if isinstance(env, str) else None), (op if isinstance(op, str) else None)
-            return env, op, named.get("network") is True
-    return None, None, False
+            grants = Grants(named.get("network") is True, named.get("processes") is True)
+            return env, op, grants
+    return None, None, NO_GRANTS
 
 
 def _close_all_but(*kept: int) -> None:

@@ -24,6 +24,7 @@ import signal
 import socket
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ import orjson
 from wander.service.envs.hosted import HOSTED_VARIABLES
 from wander.service.errors import EnvFailed
 from wander.service.frames import HEADER, frame
-from wander.service.sandbox.confine import Limits
+from wander.service.sandbox.confine import NO_GRANTS, Grants, Limits
 
 log = logging.getLogger(__name__)
 
@@ -217,13 +218,13 @@ class ForkServer:
         return server
 
     async def fork(
-        self, env: str | None = None, op: str | None = None, network: bool = False
+        self, env: str | None = None, op: str | None = None, grants: Grants = NO_GRANTS
     ) -> WorkerProcess:
         """A new worker, forked and not yet ready (``WorkerProcess.ready``), warmed up for
-        ``op`` calls of ``env``, in the service's network if ``network``; ``EnvFailed`` if
-        the server could not fork one, or is gone (it is then ``broken``)."""
+        ``op`` calls of ``env``, with what ``grants`` allows beyond the confinement;
+        ``EnvFailed`` if the server could not fork one, or is gone (it is then ``broken``)."""
         loop = asyncio.get_running_loop()
-        request = orjson.dumps({"env": env, "op": op, "network": network})
+        request = orjson.dumps({"env": env, "op": op, **asdict(grants)})
         async with self._asking:
             try:
                 await loop.sock_sendall(self.control, request)

@@ -8,9 +8,10 @@ tenant or another, nor read one; the start of an episode counts (its config come
 the client). Only a worker whose every call was of a pure-parsing environment goes back
 to serve the next.
 
-The workers of an environment the operator lets reach the network
-(``WANDER_ENV_NETWORK``: a hosted taskset that talks to a server of its own) are forked
-for their call, in the service's network, and never join the ready workers.
+The workers of an environment the operator grants more (``confine.Grants``: the
+network, ``WANDER_ENV_NETWORK``, for a hosted taskset that talks to a server of its own;
+processes, ``WANDER_ENV_PROCESSES``, for one whose tools are servers it starts) are
+forked for their call, with what it grants, and never join the ready workers.
 
 Hosted environments (another framework's, ``envs.hosted``) are the one exception, for
 one episode at a time: they keep an episode live in their worker's memory, and a step
@@ -52,7 +53,7 @@ import contextlib
 import logging
 import os
 from collections import OrderedDict, deque
-from collections.abc import Callable, Coroutine, Hashable
+from collections.abc import Callable, Coroutine, Hashable, Mapping
 from typing import Any, TypeVar
 
 import orjson
@@ -67,7 +68,7 @@ from wander.service.errors import (
     PayloadTooLarge,
 )
 from wander.service.metrics import HOSTED_STEPS
-from wander.service.sandbox.confine import Limits
+from wander.service.sandbox.confine import Grants, Limits
 from wander.service.sandbox.fairness import FairSlots
 from wander.service.sandbox.launcher import (
     STARTUP_SECONDS,
@@ -90,7 +91,7 @@ class WorkerPool:
 
     def __init__(
         self, size: int, deadline: float, memory_bytes: int, wait: float, max_frame_bytes: int,
-        uids: str = "100000-165535", kept: int = 0, network: frozenset[str] = frozenset(),
+        uids: str = "100000-165535", kept: int = 0, grants: Mapping[str, Grants] | None = None,
     ) -> None:  # fmt: skip
         self.size, self.deadline, self.wait = size, deadline, wait
         self.max_frame_bytes = max_frame_bytes
@@ -112,9 +113,9 @@ class WorkerPool:
         self._returning = 0
         """Workers lent to calls of pure-parsing environments: expected back."""
         self._workers: set[WorkerProcess] = set()
-        self.network = network
-        """Environments whose calls run in a worker in the service's network, forked for
-        the call (``WANDER_ENV_NETWORK``)."""
+        self.grants = dict(grants or {})
+        """Environments whose calls run in a worker forked for the call, granted more than
+        the others (``WANDER_ENV_NETWORK``, ``WANDER_ENV_PROCESSES``)."""
         self.kept = kept
         self._kept: OrderedDict[str, WorkerProcess] = OrderedDict()
         """Idle workers kept for the next step of their episode (by its id), the least
@@ -163,7 +164,8 @@ class WorkerPool:
         if keep is not None:
             HOSTED_STEPS.labels(env, "replayed" if worker is None else "live").inc()
         if worker is None:
-            worker = await (self._networked(env) if env in self.network else self._take(reuse))
+            granted = self.grants.get(env)
+            worker = await (self._granted(env, granted) if granted else self._take(reuse))
         try:
             reply = await asyncio.wait_for(worker.call(body), self.deadline)
             result = _result(reply, env, check)
@@ -224,13 +226,13 @@ class WorkerPool:
         self._returning += reuse
         return worker  # its replacement is forked once the call is over (``_discard``)
 
-    async def _networked(self, env: str) -> WorkerProcess:
-        """A worker in the service's network, forked for this call: never one of the ready
+    async def _granted(self, env: str, grants: Grants) -> WorkerProcess:
+        """A worker granted ``grants``, forked for this call: never one of the ready
         workers, and never given back to them (``_release`` stops it, or keeps it for the
         call's episode alone)."""
         if self._closed:
             raise EnvFailed("the service is stopping")
-        worker = await (await self._fork_server()).fork(env, self._expected[1], network=True)
+        worker = await (await self._fork_server()).fork(env, self._expected[1], grants)
         self._workers.add(worker)
         try:
             await asyncio.wait_for(worker.ready(), STARTUP_SECONDS)

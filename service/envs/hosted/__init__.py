@@ -27,6 +27,11 @@ class Hosted(Environment[ConfigT]):
     """Base of the hosted environments: code of the operator's choosing that Wander does
     not ship, so the fork server never runs it itself (``worker.WarmUp``)."""
 
+    starts_processes: bool = False
+    """Whether its episodes start processes (a Verifiers taskset's tool servers): its
+    workers must be granted them (``WANDER_ENV_PROCESSES``), or the service refuses to
+    start."""
+
 
 class AnyComponent(Mapping[str, float]):
     """The reward weights of an environment whose components are named as it plays (a

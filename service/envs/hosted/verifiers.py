@@ -10,6 +10,11 @@ sandbox's workers; Wander plays the model of every seat (``vf_seat.py``):
   model call's request (system prompt and first user message);
 - step: the action is the model's reply; the observation is what the env says next (the
   messages after the model's last reply in the next model call), until ``run()`` ends;
+- tools: a taskset whose tasks have tool servers (``Task.toolsets``: MCP servers that
+  Verifiers starts as processes for each episode) is a ``tool`` environment: its tools
+  are published as OpenAI schemas, named as Verifiers' harnesses name them
+  (``<server>_<tool>``); a reply's tool calls are made by the seat, and their results
+  are the observation. Its workers must be granted processes (``WANDER_ENV_PROCESSES``);
 - score: one component per reward the traces recorded, worth its score times its weight
   (so the total is Verifiers' reward); each reward's own score and weight are metrics.
 
@@ -193,6 +198,16 @@ class HostedVerifiers(Hosted[HostedVerifiersConfig]):
             f"{_camel(taskset)}Config", __base__=HostedVerifiersConfig, **own
         )
         self._own = tuple(own)
+        try:
+            tools = _tool_schemas(taskset, json.dumps(self._pinned, sort_keys=True))
+        except (ImportError, TypeError, AttributeError, ValueError) as exc:
+            raise EnvironmentUnavailable(
+                f"{VARIABLE} names {taskset!r}, whose tools Verifiers cannot list here: {exc}"
+            ) from None
+        self.tools = tools or None  # type: ignore[misc]
+        if self.tools:
+            self.kind = "tool"  # type: ignore[misc]
+            self.starts_processes = True
         self.description = (  # type: ignore[misc]
             f"Verifiers' {taskset} taskset, hosted: a task per example, the model's replies "
             "as steps; the reward is Verifiers' (a component per reward, weighted)."
@@ -219,12 +234,13 @@ class HostedVerifiers(Hosted[HostedVerifiersConfig]):
     def step(
         self, config: HostedVerifiersConfig, state: State, action: Message, rng: TurnRandom
     ) -> Transition:
-        content = action.get("content")
-        if not isinstance(content, str):
+        reply_message = self._reply(action)
+        if reply_message is None:
             invalid = {**state, "invalid": state["invalid"] + 1}
-            reply = "Not a reply: a hosted Verifiers taskset takes the model's text."
+            reply = "Not a reply: a hosted Verifiers taskset takes the model's text" + (
+                ", or its tool calls." if self.tools else "."
+            )
             return Transition(invalid, [{"role": "user", "content": reply}], False, True)
-        reply_message = {"role": "assistant", "content": content}
         actions = [*state["actions"], reply_message]
         key = LIVE.key(self.name, config.model_dump(), state["example"], state["seed"])
         run = LIVE.take(LIVE.key(key, state["actions"])) or self._replayed(config, state)
@@ -254,6 +270,23 @@ class HostedVerifiers(Hosted[HostedVerifiersConfig]):
     def public_state(self, state: State) -> dict[str, Any]:
         return {"turns": len(state["actions"]), "done": state["done"]}
 
+    def _reply(self, action: Message) -> dict[str, Any] | None:
+        """The model's reply as the seat hands it on (an assistant message on the wire),
+        or None for an action that is not one: no text, or tool calls where there are no
+        tools."""
+        content, calls = action.get("content"), action.get("tool_calls") or []
+        if calls and not self.tools:
+            return None
+        if not calls:
+            return {"role": "assistant", "content": content} if isinstance(content, str) else None
+        wired = [
+            {"id": call.get("id", ""), "type": "function",
+             "function": {"name": call["function"]["name"],
+                          "arguments": call["function"].get("arguments") or "{}"}}
+            for call in calls
+        ]  # fmt: skip
+        return {"role": "assistant", "content": content or None, "tool_calls": wired}
+
     def _after(
         self, state: dict[str, Any], run: Any, asked: list[dict[str, Any]] | None
     ) -> tuple[dict[str, Any], list[Message]]:
@@ -271,7 +304,7 @@ class HostedVerifiers(Hosted[HostedVerifiersConfig]):
         task = next(itertools.islice(iter(env.taskset), example, None), None)
         if task is None:
             raise ValueError(f"the taskset has no task {example}")
-        return Run(env, task)
+        return Run(env, task, tools=bool(self.tools))
 
     def _replayed(self, config: HostedVerifiersConfig, state: State) -> Any:
         """The episode at its pending model call, rebuilt by running it again with the
@@ -329,6 +362,35 @@ def _size(taskset: str, settings: str) -> int | None:
     return sum(1 for _ in itertools.islice(iter(tasks), COUNTED_TASKS))
 
 
+@lru_cache(maxsize=8)
+def _tool_schemas(taskset: str, pinned: str) -> list[dict[str, Any]]:
+    """The tools of the taskset's tool servers, as the seat offers them to the model:
+    each server's tools as its MCP server lists them (``Toolset.register`` on MCP's own
+    ``ToolManager``, the part of an MCP server that holds its tools: no server made, no
+    process started), named ``<server>_<tool>`` as Verifiers' harnesses do. From the
+    task config the operator set (a request cannot change it)."""
+    import verifiers.v1 as vf  # pyright: ignore[reportMissingImports] (verifiers extra)
+    from mcp.server.mcpserver.tools import ToolManager  # pyright: ignore[reportMissingImports]
+
+    config = vf.taskset_config_type(taskset).model_validate({**json.loads(pinned), "id": taskset})
+    taskset_type = type(vf.load_taskset(config))
+    if taskset_type.toolsets(config):
+        raise EnvironmentUnavailable(
+            f"{taskset!r} has taskset-scoped tool servers (Taskset.toolsets), which Wander "
+            "does not serve yet: only task-scoped ones (Task.toolsets)"
+        )
+    schemas: list[dict[str, Any]] = []
+    for toolset in taskset_type.task_type().toolsets(config.task):
+        tools = ToolManager()
+        toolset.register(tools)
+        prefix = f"{toolset.server_name}_" if toolset.server_name else ""
+        for tool in tools.list_tools():
+            function = {"name": f"{prefix}{tool.name}", "description": tool.description or "",
+                        "parameters": tool.parameters}  # fmt: skip
+            schemas.append({"type": "function", "function": function})
+    return schemas
+
+
 def _is_seat(annotation: Any) -> bool:
     import verifiers.v1 as vf  # pyright: ignore[reportMissingImports] (verifiers extra)
 
@@ -345,7 +407,10 @@ def _message(message: dict[str, Any]) -> Message:
     content = message.get("content")
     if isinstance(content, list):  # content parts: their text
         content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return {"role": message.get("role", "user"), "content": content or ""}
+    said: Message = {"role": message.get("role", "user"), "content": content or ""}
+    if said["role"] == "tool":
+        said["tool_call_id"] = str(message.get("tool_call_id") or "")
+    return said
 
 
 def _outcome(episode: Any) -> dict[str, Any]:

@@ -7,20 +7,24 @@ model client for the reply. Wander takes the two ends of that path:
 
 - ``WanderSeat`` is the harness every agent seat of a hosted episode runs: Verifiers'
   harness contract allows one that runs its loop in-process ("the interception is the
-  contract, not the process"). It is ``null``'s chat loop without tools: one completion
-  per segment, sent to the interception's public ``handle_request`` as a request object
-  in memory, since a worker has no network (not even loopback) and may start no thread
-  or process.
-- ``LocalInterception`` is Verifiers' ``InterceptionServer`` that binds no socket, and
-  whose sessions' model client is the episode's ``Seat`` (its private ``_client``, which
-  would build a client for an endpoint): each model call waits there until Wander's
-  next step brings the reply.
+  contract, not the process"). It is ``null``'s chat loop: each completion sent to the
+  interception's public ``handle_request`` as a request object in memory; while the
+  reply calls tools, each call goes to the task's tool servers with Verifiers' own MCP
+  client (``connect_mcp``, ``call_mcp``) and the results go back in the next completion.
+- ``LocalInterception`` is Verifiers' ``InterceptionServer`` whose sessions' model
+  client is the episode's ``Seat`` (its private ``_client``, which would build a client
+  for an endpoint): each model call waits there until Wander's next step brings the
+  reply. Without tool servers it binds no socket (a worker has no network, not even
+  loopback, and may start no thread or process); with them it listens on the worker's
+  own loopback (``WANDER_ENV_PROCESSES`` grants one), where the servers Verifiers
+  starts fetch their task and keep their state (its ``/task`` and ``/state`` routes).
 - ``Run`` drives one episode on an event loop of its own, paused between steps: advanced
   to the next model call (whose request is the observation), or to the end of
   ``run()``, whose traces hold the rewards.
 
 What a Verifiers upgrade can break (``tests/test_hosted_verifiers.py`` pins each): the
-harness and interception contracts above; ``Env._interception``, the private attribute
+harness and interception contracts above; ``verifiers.v1.harnesses.utils.mcp``, where
+the MCP client the bundled harnesses share lives; ``Env._interception``, the private attribute
 through which an env's agents borrow an interception (set here before each episode, as
 ``Env.serving()`` does, because ``serving()`` would make one that binds a socket), and
 ``InterceptionServer._client``; what
@@ -41,6 +45,10 @@ from typing import Any
 import verifiers.v1 as vf  # pyright: ignore[reportMissingImports] (the verifiers extra)
 from verifiers.v1.dialects import DIALECTS  # pyright: ignore[reportMissingImports]
 from verifiers.v1.dialects.chat import message_to_wire  # pyright: ignore[reportMissingImports]
+from verifiers.v1.harnesses.utils.mcp import (  # pyright: ignore[reportMissingImports]
+    call_mcp,
+    connect_mcp,
+)
 from verifiers.v1.interception import InterceptionServer  # pyright: ignore[reportMissingImports]
 
 __all__ = ["WanderSeat"]
@@ -105,15 +113,20 @@ class Seat(vf.Client):
 
 
 class LocalInterception(InterceptionServer):
-    """Verifiers' interception server, reached in memory: it binds nothing, and every
-    session it registers is answered by ``seat``."""
+    """Verifiers' interception server, reached in memory, every session it registers
+    answered by ``seat``; it binds a socket on the worker's loopback only for tool
+    servers (``listen``)."""
 
-    def __init__(self, seat: Seat) -> None:
+    def __init__(self, seat: Seat, listen: bool = False) -> None:
         super().__init__()
         self.seat = seat
+        self.listen = listen
 
     async def start(self) -> None:
-        self.base_url = f"http://seat-{id(self):x}.wander.invalid"
+        if self.listen:
+            await super().start()
+        else:
+            self.base_url = f"http://seat-{id(self):x}.wander.invalid"
         _SERVERS[self.base_url] = self
         self.stack.callback(_SERVERS.pop, self.base_url, None)
 
@@ -138,10 +151,11 @@ class _Request(dict[str, Any]):
 
 
 class WanderSeat(vf.Harness[vf.HarnessConfig]):
-    """A seat played by Wander: a chat loop without tools, run in-process, each model
-    call answered by the step Wander receives over HTTP."""
+    """A seat played by Wander: a chat loop run in-process, each model call answered by
+    the step Wander receives over HTTP, the tool calls it holds made by the seat."""
 
     APPENDS_SYSTEM_PROMPT = True
+    SUPPORTS_MCP = True
     SUPPORTS_RESUME = True
     EXECUTES_CODE = False
     NEEDS_CONTAINER = False
@@ -157,8 +171,6 @@ class WanderSeat(vf.Harness[vf.HarnessConfig]):
         data: Any,
         **_: Any,
     ) -> Any:
-        if mcp_urls:
-            raise vf.HarnessError("hosted Verifiers tasksets cannot have tool servers yet")
         server = next((s for url, s in _SERVERS.items() if endpoint.startswith(url)), None)
         if server is None:
             raise vf.HarnessError("the wander seat runs only in Wander's hosted episodes")
@@ -168,13 +180,44 @@ class WanderSeat(vf.Harness[vf.HarnessConfig]):
             messages.append({"role": "user", "content": prompt})
         elif prompt is not None:
             messages.extend(_wire(message) for message in prompt)
-        body = json.dumps({"model": MODEL, "messages": messages}).encode()
-        request = _Request("/v1/chat/completions", secret, body)
-        # handle_request adopts its task (cancelled when the rollout concludes): its own.
-        reply = await asyncio.create_task(server.handle_request(request, CHAT))  # type: ignore[arg-type]
-        status = getattr(reply, "status", 200)
-        detail = "" if status == 200 else bytes(getattr(reply, "body", b"") or b"").decode()
-        return vf.ProgramResult(exit_code=0 if status == 200 else 1, stdout="", stderr=detail)
+        async with contextlib.AsyncExitStack() as stack:
+            servers = {"mcpServers": {name: {"url": url} for name, url in mcp_urls.items()}}
+            tools, dispatch, connections = await connect_mcp(servers, stack)
+            while True:
+                body = {"model": MODEL, "messages": messages, **({"tools": tools} if tools else {})}
+                request = _Request("/v1/chat/completions", secret, json.dumps(body).encode())
+                # handle_request adopts its task (cancelled when the rollout concludes).
+                reply = await asyncio.create_task(server.handle_request(request, CHAT))  # type: ignore[arg-type]
+                said = bytes(getattr(reply, "body", b"") or b"")
+                if getattr(reply, "status", 200) != 200:
+                    return vf.ProgramResult(exit_code=1, stdout="", stderr=said.decode())
+                message = json.loads(said)["choices"][0]["message"]
+                calls = message.get("tool_calls") or []
+                if not calls:
+                    return vf.ProgramResult(exit_code=0, stdout="", stderr="")
+                messages.append(message)
+                for call in calls:
+                    content = await _tool_result(connections, dispatch, call)
+                    messages.append(
+                        {"role": "tool", "tool_call_id": call["id"], "content": content}
+                    )
+
+
+async def _tool_result(
+    connections: dict[str, Any], dispatch: dict[str, tuple[str, str]], call: dict[str, Any]
+) -> Any:
+    """What one tool call of the model answers: the tool's result, or, for a call no tool
+    can take, an error the model reads (as Verifiers' chat program words it)."""
+    name = call["function"]["name"]
+    if name not in dispatch:
+        return f"Error: unknown tool {name!r}"
+    try:
+        arguments = json.loads(call["function"].get("arguments") or "{}")
+    except ValueError as exc:
+        return f"Error: the arguments are not JSON: {exc}"
+    if not isinstance(arguments, dict):
+        return "Error: the arguments must be a JSON object"
+    return await call_mcp(connections, dispatch, name, arguments)
 
 
 def _system(text: str) -> dict[str, Any]:
@@ -200,7 +243,8 @@ class _Inline(concurrent.futures.ThreadPoolExecutor):
 
 
 class Run:
-    """One hosted episode of a Verifiers env, paused at its next model call.
+    """One hosted episode of a Verifiers env, paused at its next model call (``tools``:
+    its task has tool servers, started by Verifiers as processes).
 
     ``advance`` runs the episode until a model call waits for a reply (and returns that
     call's request messages) or until ``run()`` ends (and returns None; ``episode`` then
@@ -208,17 +252,18 @@ class Run:
     a replay that feeds the same replies under the same seeds makes the same calls.
     """
 
-    def __init__(self, env: Any, task: Any) -> None:
+    def __init__(self, env: Any, task: Any, tools: bool = False) -> None:
         self.loop = asyncio.new_event_loop()
-        self.loop.set_default_executor(_Inline())
+        if not tools:  # a worker granted processes may start threads; others may not
+            self.loop.set_default_executor(_Inline())
         self.seat = Seat()
         self.episode: Any = None
-        self._env, self._task = env, task
+        self._env, self._task, self._tools = env, task, tools
         self._main: asyncio.Task[Any] | None = None
 
     async def _play(self) -> Any:
         ctx = vf.ModelContext(model=MODEL, client=vf.EvalClientConfig(base_url=_NOWHERE))
-        async with LocalInterception(self.seat) as interception:
+        async with LocalInterception(self.seat, listen=self._tools) as interception:
             self._env._interception = interception  # what Env.serving() sets (private)
             return await self._env.run_episode(self._task, ctx)
 

@@ -12,7 +12,10 @@ the working directory until something stops it), ``signal`` (SIGKILL every other
 process it may signal: ``kill(-1)``, and say whether any was), ``stay`` (answer this
 call with a forged win, then keep answering the service's later calls itself, each with
 a forged win that quotes every request it read so far), ``pid [seconds]`` (answer with
-its own pid and uid, after holding its worker that long), anything else: say it back.
+its own pid and uid, after holding its worker that long), ``probe <port>`` (try what a
+worker granted processes may do, and say as JSON what each try gave: run a process,
+leave one running, write a file in ``/tmp``, talk to itself over loopback, connect to
+``<port>`` on the service's loopback), anything else: say it back.
 """
 
 from __future__ import annotations
@@ -20,8 +23,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import subprocess
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from wander.sdk import EnvConfig, Environment, Reset, Score, Transition
@@ -73,6 +80,36 @@ def _stay(source: int, sink: int) -> None:
         _write(sink, json.dumps(_forged("taken over: " + " | ".join(seen)[-4000:])).encode())
 
 
+def _probe(port: int) -> dict[str, str]:
+    """Each try's result, or the name of the error it met."""
+
+    def loopback() -> str:
+        with socket.create_server(("127.0.0.1", 0)) as server:
+            socket.create_connection(server.getsockname(), timeout=1).close()
+        return "connected"
+
+    def service() -> str:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return "connected"
+
+    tries: dict[str, Callable[[], str]] = {
+        "process": lambda: subprocess.run(
+            [sys.executable, "-c", "print(7)"], capture_output=True, text=True, check=True
+        ).stdout.strip(),
+        "orphan": lambda: str(subprocess.Popen(["sleep", "60"]).pid),
+        "file": lambda: str(Path("/tmp/probe").write_bytes(b"x" * 100_000)),
+        "loopback": loopback,
+        "service": service,
+    }
+    said = {"uid": str(os.getuid())}
+    for name, attempt in tries.items():
+        try:
+            said[name] = attempt()
+        except (OSError, subprocess.SubprocessError) as exc:
+            said[name] = type(exc).__name__
+    return said
+
+
 class Hostile(Environment[EnvConfig]):
     name = "hostile"
     version = "0.1.0"
@@ -114,6 +151,8 @@ class Hostile(Environment[EnvConfig]):
                 said = f"killed none ({type(exc).__name__})"
         elif verb == "stay":
             _stay(*_pipes())
+        elif verb == "probe":
+            said = json.dumps(_probe(int(rest)))
         elif verb == "pid":
             time.sleep(float(rest or 0))
             said = f"{os.getpid()} {os.getuid()}"
