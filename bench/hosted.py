@@ -1,11 +1,14 @@
 """What a hosted environment's step costs, live and replayed: ``python -m bench.hosted
 openenv`` with the python of a venv holding ``wander-rl[service,openenv]``, ``python -m
-bench.hosted verifiers`` with one holding ``wander-rl[service,verifiers]``.
+bench.hosted verifiers`` (or ``verifiers-tools``) with one holding
+``wander-rl[service,verifiers]``.
 
 Countdown, a trivial environment that ends after 10 turns, written against the
 framework's own API (``bench/hosted_openenv.py``, ``bench/tasksets/countdown.py``), is
 hosted by a real ``wander serve`` (``openenv/countdown``, ``vf/countdown``), which plays
-``--episodes`` episodes one step at a time, twice:
+``--episodes`` episodes one step at a time, twice. ``verifiers-tools`` plays Tally
+(``bench/tasksets/tally.py``), a tool taskset: nine tool calls answered by the episode's
+own MCP server (a process that every replay starts again), then a reply:
 
 - **live**: the worker of each step is kept for the episode's next one
   (``WANDER_ENV_LIVE_EPISODES``, default), so step k continues the live environment;
@@ -24,7 +27,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -33,17 +38,32 @@ from wander.testing import ServiceProcess
 TURNS = 10
 ROOT = Path(__file__).resolve().parents[1]
 HOSTED = {
-    "openenv": ("openenv/countdown", '{"by": 3}',
+    "openenv": ("openenv/countdown", lambda turn: '{"by": 3}',
                 {"WANDER_OPENENV": "countdown=bench.hosted_openenv:Countdown",
                  "PYTHONPATH": str(ROOT)}),
-    "verifiers": ("vf/countdown", "3",
+    "verifiers": ("vf/countdown", lambda turn: "3",
                   {"WANDER_VERIFIERS": "countdown",
                    "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'bench' / 'tasksets'}"}),
+    "verifiers-tools": ("vf/tally", lambda turn: tally_call(turn),
+                        {"WANDER_VERIFIERS": "tally", "WANDER_ENV_PROCESSES": "vf/tally",
+                         "WANDER_ENV_CALL_SECONDS": "120",
+                         "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'bench' / 'tasksets'}"}),
 }  # fmt: skip
-"""Each framework's environment, the action every step sends, and the settings."""
+"""Each environment, the action its steps send (by turn), and the settings."""
 
 
-def play(url: str, env: str, action: str, episodes: int) -> list[list[float]]:
+def tally_call(turn: int) -> str | dict[str, Any]:
+    """Tally's action at ``turn``: a call of its tool, then (last) the reply."""
+    if turn == TURNS - 1:
+        return "done"
+    call = {"id": f"t{turn}", "type": "function",
+            "function": {"name": "tally_add", "arguments": '{"number": 3}'}}  # fmt: skip
+    return {"role": "assistant", "tool_calls": [call]}
+
+
+def play(
+    url: str, env: str, action: Callable[[int], str | dict[str, Any]], episodes: int
+) -> list[list[float]]:
     """Seconds per step, by turn, over ``episodes`` episodes played one after another."""
     by_turn: list[list[float]] = [[] for _ in range(TURNS)]
     with httpx.Client(base_url=url, timeout=60) as client:
@@ -53,7 +73,7 @@ def play(url: str, env: str, action: str, episodes: int) -> list[list[float]]:
             for turn in range(TURNS):
                 started = time.perf_counter()
                 answer = client.post(
-                    f"/v1/episodes/{episode}/step", json={"action": action, "turn": turn}
+                    f"/v1/episodes/{episode}/step", json={"action": action(turn), "turn": turn}
                 )
                 by_turn[turn].append(time.perf_counter() - started)
                 assert answer.status_code == 200, answer.text

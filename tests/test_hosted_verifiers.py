@@ -65,13 +65,14 @@ def shared(
     openenv_server: ServiceProcess,
 ) -> Iterator[dict[str, str]]:  # fmt: skip
     """The settings of services sharing one Redis and one archive, as replicas would;
-    Verifiers' ``openenv`` taskset pinned to the OpenEnv server, one task, without
-    network (``WANDER_ENV_NETWORK`` unset)."""
+    Verifiers' ``openenv`` taskset pinned to the OpenEnv server, one task, its workers
+    in the service's network."""
     pinned = {"openenv": {"base_url": openenv_server.url, "resets": [{"seed": 5}]}}
     with hosted.replicas(
         redis_url, pytestconfig, tmp_path_factory.mktemp("hosted-vf"),
         WANDER_VERIFIERS="hot-cold,drifting,marble-v1,openenv,ledger",
         WANDER_ENV_PROCESSES="vf/ledger",  # its tool server: a process per episode
+        WANDER_ENV_NETWORK="vf/openenv",  # it talks to the OpenEnv server
         WANDER_VERIFIERS_CONFIG=json.dumps(pinned),
         # openenv's run() imports OpenEnv's client, and gradio: ~3 s a fresh worker
         WANDER_ENV_CALL_SECONDS="30",
@@ -473,29 +474,21 @@ def test_grpo_trains_two_steps_on_a_hosted_taskset(service: ServiceProcess, tmp_
     assert all(e.turn >= 1 for e in page.episodes)
 
 
-def test_verifiers_own_openenv_taskset_reaches_only_the_network_its_operator_allows(
-    python: Path, shared: dict[str, str], service: ServiceProcess, scripted: ServiceProcess,
+def test_verifiers_own_openenv_taskset_plays_the_server_its_operator_pins(
+    python: Path, service: ServiceProcess, scripted: ServiceProcess,
     openenv_server: ServiceProcess, tmp_path: Path,
 ) -> None:  # fmt: skip
     """Verifiers' built-in ``openenv`` taskset plays an OpenEnv server, the operator
-    pinning which (a request cannot point it elsewhere). Its workers have no network
-    unless ``WANDER_ENV_NETWORK`` names it; with it, its rewards are those ``vf-eval``
-    gets running the taskset itself."""
+    pinning which (a request cannot point it elsewhere), its workers in the service's
+    network because ``WANDER_ENV_NETWORK`` names it (tests/test_worker_isolation.py:
+    a worker not granted it reaches nothing); its rewards are those ``vf-eval`` gets
+    running the taskset itself."""
     info = httpx.get(f"{service.url}/v1/environments/vf/openenv", timeout=TIMEOUT).json()
     assert "base_url" not in info["config_schema"]["properties"]  # pinned: not a request's
     assert info["splits"] == {"train": 1, "eval": 1}  # one task per reset
-    if os.geteuid() == 0:  # without root, no worker is kept off the network
-        refused = httpx.post(
-            f"{service.url}/v1/episodes", json={"env": "vf/openenv"}, timeout=TIMEOUT
-        )
-        assert refused.status_code == 422 and refused.json()["error"]["code"] == "env_error"
     extra = f'base_url = "{openenv_server.url}"\nresets = [{{seed = 5}}]'
     [trace] = own_eval(python, scripted, tmp_path, "openenv", "player", 1, extra).values()
     assert trace["rewards"]["openenv_reward"]["score"] == 1.0  # halving finds it
-    networked = serve(python, {**shared, "WANDER_ENV_NETWORK": "vf/openenv"})
-    try:
-        episode = create(networked, "vf/openenv", example=0)
-        play(networked, scripted, episode)
-        assert_scored_as(networked, episode["id"], trace)
-    finally:
-        networked.stop()
+    episode = create(service, "vf/openenv", example=0)
+    play(service, scripted, episode)
+    assert_scored_as(service, episode["id"], trace)

@@ -167,7 +167,7 @@ async def test_only_a_worker_granted_processes_starts_them_and_they_die_with_it(
     denied = json.loads(said(await play(tenants["t1"], f"probe {redis_port}")))
     assert denied["process"] == denied["orphan"] == "BlockingIOError"  # RLIMIT_NPROC 0
     assert denied["file"] == "OSError"  # a read-only /tmp, and RLIMIT_FSIZE 0
-    assert denied["loopback"] == "OSError"  # its loopback is down
+    assert denied["loopback"] == denied["service"] == "OSError"  # no network: lo is down
     with plugin_service(plugin_site, tmp_path, WANDER_ENV_PROCESSES="hostile") as granted:
         async with httpx.AsyncClient(base_url=granted.url, timeout=60) as client:
             probe = json.loads(said(await play(client, f"probe {redis_port}")))
