@@ -8,7 +8,8 @@ from the venv that has verifiers.
 - marble-v1 (the published taskset): the level's known solution, found by its prompt
   among the first tasks of the taskset (``MARBLE_TASKS``) at its default config;
 - ledger (tests/vf_tasksets/ledger.py, a tool taskset): one ``ledger_balance`` call per
-  account named, one at a time, then the name of the largest balance.
+  account named, one at a time (other tool results do not count), then the name of
+  the largest balance.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def ledger_reply(messages: list[dict[str, Any]]) -> dict[str, Any]:
     asked = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
     found = next(filter(None, map(ACCOUNTS.search, asked)), None)
     accounts = found.group(1).split(", ") if found else []
-    balances = [int(m["content"]) for m in messages if m.get("role") == "tool"]
+    said = [str(m.get("content")) for m in messages if m.get("role") == "tool"]
+    balances = [int(text) for text in said if text.isdigit()]  # not the errors
     if len(balances) < len(accounts):
         arguments = json.dumps({"account": accounts[len(balances)]})
         call = {"id": f"call-{len(balances)}", "type": "function",

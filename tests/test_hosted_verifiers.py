@@ -271,21 +271,33 @@ def call(name: str, arguments: str, ident: str = "c1") -> dict[str, Any]:
     }
 
 
-def test_a_tool_taskset_is_played_with_tool_calls_answered_by_its_tool_server(
+def test_a_tool_taskset_is_played_with_tool_calls_made_on_its_own_server(
     service: ServiceProcess, scripted: ServiceProcess
 ) -> None:
     """``vf/ledger``'s tool is published as the seat offers it to the model; a step's tool
     calls are made on the episode's own tool server (a process Verifiers starts), their
-    results the observation; a call no tool takes is answered, not fatal."""
+    results the observation, and a call no tool takes is answered, not fatal. Played by
+    the script (one lookup per account, then the richest), it scores 1.1 (``vf-eval``
+    gives the same replies the same). Evicted from its worker, an episode replays its
+    tool calls, the tool server's state with them: ``frugal`` counts the lookup made
+    before the eviction (a replay that skipped it would score 1.1 again)."""
     info = httpx.get(f"{service.url}/v1/environments/vf/ledger", timeout=TIMEOUT).json()
     assert (info["kind"], info["tools"]) == ("tool", [LEDGER_TOOL])
+    reference = create(service, "vf/ledger", example=0)
+    assert reference["observation"][-1]["content"].startswith("Which of these accounts")
+    assert len(play(service, scripted, reference)) == 4  # three lookups and the answer
+    assert score(service, reference["id"])["components"] == pytest.approx(
+        {"richest": 1.0, "frugal": 0.1}
+    )
     episode = create(service, "vf/ledger", example=0)
-    assert episode["observation"][-1]["content"].startswith("Which of these accounts")
+    before = hosted_steps(service, "vf/ledger")
     answers = [
         step(service, episode["id"], 0, call("ledger_balance", '{"account": "zed"}')),
         step(service, episode["id"], 1, call("ledger_wire", "{}", "c2")),
-        step(service, episode["id"], 2, call("ledger_balance", "[1]", "c3")),
     ]
+    for seed in range(LIVE_EPISODES):  # other episodes take every kept worker
+        assert step(service, create(service, seed=seed)["id"], 0, "10").status_code == 200
+    answers.append(step(service, episode["id"], 2, call("ledger_balance", "[1]", "c3")))
     assert [a.status_code for a in answers] == [200] * 3, service.logs()[-3000:]
     assert [a.json()["observation"] for a in answers] == [
         [{"role": "tool", "tool_call_id": "c1", "content": "no account named 'zed'"}],
@@ -293,37 +305,15 @@ def test_a_tool_taskset_is_played_with_tool_calls_answered_by_its_tool_server(
         [{"role": "tool", "tool_call_id": "c3",
           "content": "Error: the arguments must be a JSON object"}],
     ]  # fmt: skip
+    play(service, scripted, episode, turn=3)
+    after = hosted_steps(service, "vf/ledger")
+    assert after["replayed"] - before.get("replayed", 0) == 2  # the first step, and the third
+    assert score(service, episode["id"])["components"] == pytest.approx(
+        {"richest": 1.0, "frugal": 0.0}
+    )  # four lookups for three accounts
     plain = create(service, "vf/hot-cold")
     refused = step(service, plain["id"], 0, call("ledger_balance", "{}"))
     assert refused.json()["observation"][0]["content"].startswith("Not a reply")
-
-
-def test_a_tool_taskset_replays_its_tool_calls_and_scores_as_verifiers_does(
-    python: Path, service: ServiceProcess, scripted: ServiceProcess, tmp_path: Path
-) -> None:
-    """Played by the script, a ledger episode scores what ``vf-eval`` gives the same task
-    (its ``frugal`` reward reads the tool server's state, kept over Verifiers' ``/state``
-    channel); evicted from its worker after two lookups, it replays them (the tool server
-    started again) and ends as an uninterrupted one."""
-    [(index, trace)] = own_eval(python, scripted, tmp_path, "ledger", "agent", 1).items()
-    reference = create(service, "vf/ledger", example=index)
-    replies = play(service, scripted, reference)
-    assert len(replies) == 4  # three lookups and the answer
-    assert_scored_as(service, reference["id"], trace)
-    assert score(service, reference["id"])["total"] == pytest.approx(1.1)
-    episode = create(service, "vf/ledger", example=index)
-    before = hosted_steps(service, "vf/ledger")
-    for turn, reply in enumerate(replies[:2]):
-        assert step(service, episode["id"], turn, reply).status_code == 200
-    for seed in range(LIVE_EPISODES):  # other episodes take every kept worker
-        assert step(service, create(service, seed=seed)["id"], 0, "10").status_code == 200
-    assert play(service, scripted, episode, turn=2) == replies[2:]
-    after = hosted_steps(service, "vf/ledger")
-    assert after["replayed"] - before.get("replayed", 0) == 2  # the first step, and the third
-    assert (
-        record(service, episode["id"])["messages"] == record(service, reference["id"])["messages"]
-    )
-    assert score(service, episode["id"])["total"] == score(service, reference["id"])["total"]
 
 
 def vf_eval(python: Path, config: str, tmp_path: Path) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """Verifiers 0.4, the real package, against a real ``wander serve``: ``vf-eval`` with the
 Wander taskset, and Verifiers' own OpenEnvTaskset at ``/openenv/tictactoe``, both
-played by ``wander policy serve``'s minimax baseline (no model, no GPU).
+played by ``wander policy serve``'s minimax baseline (no model, no GPU); and MCP's own
+client (``mcp``, which Verifiers' tool harnesses use) on ``sql``'s MCP endpoint.
 
 Verifiers lives in a venv of its own (tests/interop.py; it pins mcp 2.0), with Wander
 installed editable with its ``verifiers`` extra and ``uv``: the ``null`` harness runs its
@@ -174,3 +175,35 @@ def test_verifiers_openenv_taskset_plays_wanders_openenv_surface(
         # OpenEnvTaskset sums the step rewards; Wander's step rewards sum to its total.
         reward = trace["rewards"]["openenv_reward"]["score"]
         assert math.isclose(reward, totals[example], abs_tol=1e-9)
+
+
+def test_mcps_own_client_calls_a_tool_environments_tools_on_its_episode(
+    live: ServiceProcess, vf_bin: Path
+) -> None:
+    """``/openenv/sql/mcp?episode_id=...`` is an MCP server to any MCP client: MCP's own
+    Python client negotiates (it asks ``server/discover``, then falls back to the
+    ``initialize`` handshake), lists ``sql``'s tools and calls them, each call a step of
+    the episode the URL names."""
+    created = httpx.post(f"{live.url}/v1/episodes", json={"env": "sql", "example": 0})
+    assert created.status_code == 201, created.text
+    episode = created.json()["episodes"][0]["id"]
+    calls = [["list_tables", {}], ["run_sql", {"query": "SELECT count(*) FROM products"}],
+             ["drop_tables", {}]]  # fmt: skip
+    url = f"{live.url}/openenv/sql/mcp?episode_id={episode}"
+    done = subprocess.run(
+        [vf_bin / "python", "-m", "tests.mcp_client", url, json.dumps(calls)],
+        cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = json.loads(done.stdout)
+    assert said["protocol"] == "2025-11-25"
+    assert set(said["tools"]) == {"list_tables", "describe_table", "run_sql"}
+    assert said["tools"]["run_sql"]["required"] == ["query"]
+    [tables], [count], [unknown] = (result["text"] for result in said["results"])
+    assert "products" in tables.split() and count.strip().splitlines()[-1].isdigit()
+    assert unknown.startswith("Error: unknown tool 'drop_tables'")
+    record = httpx.get(f"{live.url}/v1/episodes/{episode}").json()
+    assert record["turn"] == 3 and not record["done"]
+    assert [m["role"] for m in record["messages"][-2:]] == ["assistant", "tool"]
+    stream = httpx.get(url)
+    assert stream.status_code == 405 and stream.headers["allow"] == "POST"

@@ -10,6 +10,7 @@ import pytest
 
 from wander.sdk import EnvConfig, Environment, Reset, Score, Transition
 from wander.service.envs import Registry
+from wander.service.sandbox.confine import NO_GRANTS, Grants
 from wander.service.sandbox.forkserver import _asked
 from wander.service.sandbox.worker import FALLBACK, WarmUp, Worker, answer
 
@@ -109,16 +110,19 @@ def test_without_a_warm_up_episode_the_worker_plays_the_fallback(
 @pytest.mark.parametrize(
     ("request_bytes", "named"),
     [
-        (b'{"env": "sql", "op": "advance"}', ("sql", "advance", False)),
-        (b'{"env": "vf/x", "op": "start", "network": true}', ("vf/x", "start", True)),
-        (b'{"env": "sql", "op": "advance", "network": 1}', ("sql", "advance", False)),
-        (b'{"env": null, "op": null}', (None, None, False)),
-        (b'{"env": 3, "op": ["advance"]}', (None, None, False)),
-        (b'["sql"]', (None, None, False)),
-        (b"not json", (None, None, False)),
+        (b'{"env": "sql", "op": "advance"}', ("sql", "advance", NO_GRANTS)),
+        (b'{"env": "vf/x", "op": "start", "network": true}', ("vf/x", "start", Grants(True))),
+        (b'{"env": "vf/x", "op": "start", "processes": true}',
+         ("vf/x", "start", Grants(processes=True))),
+        (b'{"env": "sql", "op": "advance", "network": 1, "processes": "yes"}',
+         ("sql", "advance", NO_GRANTS)),
+        (b'{"env": null, "op": null}', (None, None, NO_GRANTS)),
+        (b'{"env": 3, "op": ["advance"]}', (None, None, NO_GRANTS)),
+        (b'["sql"]', (None, None, NO_GRANTS)),
+        (b"not json", (None, None, NO_GRANTS)),
     ],
-)
-def test_a_fork_request_names_at_most_an_environment_a_call_and_the_network(
-    request_bytes: bytes, named: tuple[str | None, str | None, bool]
+)  # fmt: skip
+def test_a_fork_request_names_at_most_an_environment_a_call_and_its_grants(
+    request_bytes: bytes, named: tuple[str | None, str | None, Grants]
 ) -> None:
     assert _asked(request_bytes) == named
