@@ -221,6 +221,52 @@ async def test_mcp_tools_call_steps_the_named_episode(api: httpx.AsyncClient) ->
     }  # fmt: skip
 
 
+async def test_mcp_speaks_the_handshake_of_any_mcp_client(api: httpx.AsyncClient) -> None:
+    """MCP's ``initialize`` (the client's revision where it is one this endpoint knows,
+    else its latest), ``ping``, notifications (202, no body), no ``server/discover`` (a
+    client of a later revision falls back to the handshake), no server stream."""
+
+    async def rpc(method: str, **params: object) -> dict[str, object]:
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        answer = await api.post("/openenv/sql/mcp", json=body)
+        assert answer.status_code == 200
+        parsed: dict[str, object] = answer.json()
+        return parsed
+
+    hello = await rpc("initialize", protocolVersion="2025-06-18", capabilities={},
+                      clientInfo={"name": "test", "version": "1"})  # fmt: skip
+    assert hello["result"] == {
+        "protocolVersion": "2025-06-18", "capabilities": {"tools": {"listChanged": False}},
+        "serverInfo": {"name": "wander/sql", "version": "1.1.0"},
+        "instructions": (await api.get("/v1/environments/sql")).json()["description"],
+    }  # fmt: skip
+    later = await rpc("initialize", protocolVersion="2099-01-01")
+    assert later["result"]["protocolVersion"] == "2025-11-25"  # type: ignore[index]
+    assert (await rpc("ping"))["result"] == {}
+    assert (await rpc("server/discover"))["error"]["code"] == -32601  # type: ignore[index]
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    accepted = await api.post("/openenv/sql/mcp", json=note)
+    assert (accepted.status_code, accepted.content) == (202, b"")
+    assert (await api.get("/openenv/sql/mcp")).status_code == 405
+
+
+async def test_mcp_tools_call_steps_the_episode_its_url_names(api: httpx.AsyncClient) -> None:
+    """A client that sends only a tool's name and arguments (any MCP client) reaches the
+    episode named in the endpoint's query, at the query's turn when given."""
+    opened = (await api.post("/openenv/sql/reset", json={"example": 0})).json()
+    episode_id = opened["metadata"]["episode_id"]
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "list_tables", "arguments": {}}}  # fmt: skip
+    url = f"/openenv/sql/mcp?episode_id={episode_id}&turn=0"
+    first, retried = [(await api.post(url, json=call)).json() for _ in range(2)]
+    assert first == retried and first["result"]["metadata"]["turn"] == 1  # applied once
+    assert (await record(api, episode_id))["turn"] == 1
+    stale = (await api.post(url, json={**call, "id": 2})).json()  # still turn 0: a retry
+    assert stale["result"] == first["result"]
+    onward = (await api.post(f"/openenv/sql/mcp?episode_id={episode_id}", json=call)).json()
+    assert onward["result"]["metadata"]["turn"] == 2
+
+
 @pytest.mark.parametrize(
     ("body", "code"),
     [

@@ -128,15 +128,29 @@ async def state(request: Request, env: str, episode_id: EpisodeQuery) -> Respons
 
 
 @router.post("/{env:path}/mcp", include_in_schema=False)
-async def mcp_call(request: Request, env: str) -> Response:
-    """JSON-RPC 2.0 (`tools/list`, `tools/call`); `tools/call` steps the episode named by
-    `params.episode_id` (or `session_id`), at `params.turn` when given."""
+async def mcp_call(
+    request: Request, env: str, episode_id: Annotated[str | None, Query(max_length=200)] = None,
+    turn: Annotated[int | None, Query(ge=0)] = None,
+) -> Response:  # fmt: skip
+    """JSON-RPC 2.0 (MCP's handshake, `tools/list`, `tools/call`); `tools/call` steps the
+    episode named by `params.episode_id` (or `session_id`), else by the query's, at the
+    `turn` given with it. A notification is accepted with 202 and no body, as MCP's
+    streamable HTTP transport has it."""
     environment = _env(request, env)
     try:
         body = orjson.loads(await request.body())
     except orjson.JSONDecodeError:
         return _json(mcp.error(mcp.PARSE_ERROR, "Parse error", None))
-    return _json(await mcp.handle(_session(request, environment), body, named=True))
+    named = {"episode_id": episode_id, "turn": turn} if episode_id is not None else None
+    answer = await mcp.handle(_session(request, environment), body, named=True, episode=named)
+    return Response(status_code=status.HTTP_202_ACCEPTED) if answer is None else _json(answer)
+
+
+@router.get("/{env:path}/mcp", include_in_schema=False)
+async def mcp_stream(request: Request, env: str) -> Response:
+    """No stream of server messages (MCP's optional GET): this endpoint sends none."""
+    _env(request, env)
+    return Response(status_code=status.HTTP_405_METHOD_NOT_ALLOWED, headers={"Allow": "POST"})
 
 
 @router.get("/{env:path}/openapi.json", include_in_schema=False)

@@ -1,5 +1,8 @@
 """MCP's ``tools/list`` and ``tools/call`` as JSON-RPC 2.0, for the WS ``mcp`` frame and
-``POST /mcp``: what OpenEnv's MCP clients speak to tool environments.
+``POST /mcp``: what OpenEnv's MCP clients speak to tool environments, and, over
+``POST /mcp``, what any MCP client speaks (MCP's streamable HTTP transport, stateless):
+its ``initialize`` handshake (the protocol revisions ``HANDSHAKE_VERSIONS``), ``ping``,
+and notifications, which get no answer.
 
 ``tools/list`` needs no episode; ``tools/call`` is one step of the session's episode
 with one tool call, exactly as the ``call_tool`` action. Every failure is a JSON-RPC
@@ -28,23 +31,38 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 SERVER_ERROR = -32000
 """A Wander error (its code in ``data``): the episode is done, unknown, ..."""
+HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+"""MCP revisions whose ``initialize`` handshake this endpoint answers (a client that asks
+for another is offered the latest: MCP's negotiation). A client of a later, handshake-free
+revision asks ``server/discover`` first and, told the method does not exist, falls back
+to the handshake, as MCP's own client does."""
 
 
-async def handle(session: Session, body: Any, *, named: bool = False) -> dict[str, Any]:
-    """The JSON-RPC answer to ``body``. ``named`` (``POST /mcp``, one request): a
-    ``tools/call`` steps the episode its params name (``episode_id``, or OpenEnv's
-    ``session_id``), at their ``turn`` when given; else the session's episode."""
+async def handle(
+    session: Session, body: Any, *, named: bool = False, episode: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """The JSON-RPC answer to ``body`` (None for a notification, which has none).
+    ``named`` (``POST /mcp``, one request): a ``tools/call`` steps the episode its params
+    name (``episode_id``, or OpenEnv's ``session_id``), at their ``turn`` when given, else
+    the one ``episode`` names (the endpoint's query: what a client that sends only a
+    tool's name and arguments reaches); else the session's episode."""
     try:
         request = JsonRpcRequest.model_validate(body)
     except ValidationError as exc:
         return error(INVALID_REQUEST, f"Invalid request: {_first(exc)}", None)
-    if request.method not in ("tools/list", "tools/call"):
+    if request.method.startswith("notifications/") and "id" not in body:
+        return None
+    if request.method not in ("tools/list", "tools/call", "initialize", "ping"):
         return error(METHOD_NOT_FOUND, f"Method not found: {request.method}", request.id)
     try:
-        if request.method == "tools/list":
+        if request.method == "initialize":
+            result = _initialized(session, request.params)
+        elif request.method == "ping":
+            result = {}
+        elif request.method == "tools/list":
             result = {"tools": mcp_tools(session.env)}
         else:
-            params = dict(request.params)
+            params = {**(episode or {}), **request.params}
             if named:
                 await _follow(session, params)
             result = await _call_tool(session, params)
@@ -57,6 +75,21 @@ async def handle(session: Session, body: Any, *, named: bool = False) -> dict[st
         log.exception("MCP %s failed", request.method)
         return error(INTERNAL_ERROR, "internal server error", request.id)
     return {"jsonrpc": "2.0", "id": request.id, "result": result}
+
+
+def _initialized(session: Session, params: dict[str, Any]) -> dict[str, Any]:
+    """The answer to MCP's ``initialize``: the revision (the client's if it is one of
+    ``HANDSHAKE_VERSIONS``, else the latest), tools as the one capability, and who
+    answers."""
+    asked = params.get("protocolVersion")
+    version = asked if asked in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
+    env = session.env
+    return {
+        "protocolVersion": version,
+        "capabilities": {"tools": {"listChanged": False}},
+        "serverInfo": {"name": f"wander/{env.name}", "version": env.version},
+        "instructions": env.description,
+    }
 
 
 def error(code: int, message: str, request_id: Any, data: Any = None) -> dict[str, Any]:
