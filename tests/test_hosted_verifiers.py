@@ -4,7 +4,8 @@ serve`` from the venv holding verifiers (tests/interop.py):
 - ``vf/hot-cold`` and ``vf/drifting``: tests/vf_tasksets/, written only against
   ``verifiers.v1``'s public API (a multi-turn env playing the user, seeded as Verifiers'
   TextArena taskset is; one that reads the clock);
-- ``vf/ledger``: tests/vf_tasksets/ledger.py, a tool taskset (an MCP server per episode);
+- ``vf/ledger`` and ``vf/bank``: tests/vf_tasksets/, tool tasksets (an MCP server per
+  episode; bank's is taskset-scoped, one per evaluation under ``vf-eval``);
 - ``vf/marble-v1``: a published taskset (``marble-v1`` from PyPI), unchanged.
 
 The replies come from a script (tests/scripted_model.py) served as an OpenAI-compatible
@@ -70,8 +71,8 @@ def shared(
     pinned = {"openenv": {"base_url": openenv_server.url, "resets": [{"seed": 5}]}}
     with hosted.replicas(
         redis_url, pytestconfig, tmp_path_factory.mktemp("hosted-vf"),
-        WANDER_VERIFIERS="hot-cold,drifting,marble-v1,openenv,ledger",
-        WANDER_ENV_PROCESSES="vf/ledger",  # its tool server: a process per episode
+        WANDER_VERIFIERS="hot-cold,drifting,marble-v1,openenv,ledger,bank",
+        WANDER_ENV_PROCESSES="vf/ledger,vf/bank",  # their tool servers: processes
         WANDER_ENV_NETWORK="vf/openenv",  # it talks to the OpenEnv server
         WANDER_VERIFIERS_CONFIG=json.dumps(pinned),
         # openenv's run() imports OpenEnv's client, and gradio: ~3 s a fresh worker
@@ -314,6 +315,31 @@ def test_a_tool_taskset_is_played_with_tool_calls_made_on_its_own_server(
     plain = create(service, "vf/hot-cold")
     refused = step(service, plain["id"], 0, call("ledger_balance", "{}"))
     assert refused.json()["observation"][0]["content"].startswith("Not a reply")
+
+
+def test_a_taskset_scoped_tool_server_is_started_for_each_episode(
+    service: ServiceProcess,
+) -> None:
+    """``vf/bank``'s server is the taskset's (``Taskset.toolsets``): Wander starts it with
+    each episode, as ``vf-eval`` does with an evaluation. Its config (where it runs, its
+    URL) is the operator's: a request cannot point it elsewhere."""
+    info = httpx.get(f"{service.url}/v1/environments/vf/bank", timeout=TIMEOUT).json()
+    assert [tool["function"]["name"] for tool in info["tools"]] == ["bank_name"]
+    assert "bank" not in info["config_schema"]["properties"]
+    elsewhere = {"bank": {"url": "http://127.0.0.1:1/mcp"}}
+    refused = httpx.post(
+        f"{service.url}/v1/episodes", json={"env": "vf/bank", "config": elsewhere},
+        timeout=TIMEOUT,
+    )  # fmt: skip
+    assert refused.status_code == 422, refused.text
+    episode = create(service, "vf/bank")
+    asked = step(service, episode["id"], 0, call("bank_name", "{}"))
+    assert asked.json()["observation"] == [
+        {"role": "tool", "tool_call_id": "c1", "content": "Wander Savings"}
+    ]
+    said = step(service, episode["id"], 1, "Wander Savings")
+    assert said.json()["done"] is True
+    assert score(service, episode["id"])["components"] == {"named": 1.0}
 
 
 def vf_eval(python: Path, config: str, tmp_path: Path) -> list[dict[str, Any]]:

@@ -3,8 +3,10 @@
 Seeded as Verifiers' TextArena taskset is: the env's ``run()`` seeds Python's global
 ``random`` from the task and draws the secret from it, and words each answer with a
 draw from the same generator, so an episode replays exactly only under the same seeds.
-A task's reward ``found`` (weight 1) is recorded by the env; ``replied`` (weight 0.2), a
-task reward, is the share of replies that held a number.
+Its words are set in ``start()``, Verifiers' hook before any rollout, so an episode
+fails where the hook is not run. A task's reward ``found`` (weight 1) is recorded by
+the env; ``replied`` (weight 0.2), a task reward, is the share of replies that held a
+number.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ class HotColdEnvConfig(vf.EnvConfig):
 
 
 class HotColdEnv(vf.Env[HotColdEnvConfig]):
+    async def start(self) -> None:  # Verifiers' hook, before any rollout
+        self.words = ("Warmer", "Getting close", "Not yet")
+
     async def run(self, task, agents):
         info = task.data.info
         random.seed(info["seed"])
@@ -63,7 +68,7 @@ class HotColdEnv(vf.Env[HotColdEnvConfig]):
                 if guess is None:
                     answer = "Say a number."
                 else:
-                    word = random.choice(["Warmer", "Getting close", "Not yet"])
+                    word = random.choice(self.words)
                     direction = "higher" if int(guess.group()) < secret else "lower"
                     answer = f"{word}: go {direction}."
                 segment = await interaction.turn(answer)

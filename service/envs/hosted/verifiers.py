@@ -10,8 +10,9 @@ sandbox's workers; Wander plays the model of every seat (``vf_seat.py``):
   model call's request (system prompt and first user message);
 - step: the action is the model's reply; the observation is what the env says next (the
   messages after the model's last reply in the next model call), until ``run()`` ends;
-- tools: a taskset whose tasks have tool servers (``Task.toolsets``: MCP servers that
-  Verifiers starts as processes for each episode) is a ``tool`` environment: its tools
+- tools: a taskset with tool servers (``Task.toolsets`` and ``Taskset.toolsets``: MCP
+  servers that Verifiers starts as processes, here for each episode) is a ``tool``
+  environment: its tools
   are published as OpenAI schemas, named as Verifiers' harnesses name them
   (``<server>_<tool>``); a reply's tool calls are made by the seat, and their results
   are the observation. Its workers must be granted processes (``WANDER_ENV_PROCESSES``);
@@ -20,7 +21,8 @@ sandbox's workers; Wander plays the model of every seat (``vf_seat.py``):
 
 ``config`` sets the taskset config's own fields (those its ``TasksetConfig`` subclass
 declares). Verifiers' shared ones are the operator's, never a request's:
-``system_prompt`` names a file to read, and ``task`` plugs functions by import path.
+``system_prompt`` names a file to read, and ``task`` plugs functions by import path;
+so is a tool server's config (its runtime, its URL).
 
 Wander stores the seed and the replies; any replica rebuilds the episode by running it
 again with the recorded replies under the same seeds (``replay.py``).
@@ -188,12 +190,14 @@ class HostedVerifiers(Hosted[HostedVerifiersConfig]):
         if strays := sorted(self._pinned.keys() - self._taskset_config.model_fields.keys()):
             raise EnvironmentUnavailable(f"{PINNED} pins fields {taskset!r} lacks: {strays}")
         # The taskset's own fields; one that Wander's config has too (``seed``) is the
-        # taskset's, and means what the taskset says.
+        # taskset's, and means what the taskset says. A tool server's config (where it
+        # runs, its URL) is the operator's, as ``task`` is.
         own = {
             name: (field.annotation, field)
             for name, field in self._taskset_config.model_fields.items()
             if name not in shared and name not in self._pinned
-        }
+            and not _is_toolset_config(field.annotation)
+        }  # fmt: skip
         self.Config = create_model(  # type: ignore[misc]
             f"{_camel(taskset)}Config", __base__=HostedVerifiersConfig, **own
         )
@@ -364,23 +368,20 @@ def _size(taskset: str, settings: str) -> int | None:
 
 @lru_cache(maxsize=8)
 def _tool_schemas(taskset: str, pinned: str) -> list[dict[str, Any]]:
-    """The tools of the taskset's tool servers, as the seat offers them to the model:
-    each server's tools as its MCP server lists them (``Toolset.register`` on MCP's own
+    """The tools of the taskset's tool servers (shared, ``Taskset.toolsets``, and
+    task-scoped, ``Task.toolsets``), as the seat offers them to the model: each server's
+    tools as its MCP server lists them (``Toolset.register`` on MCP's own
     ``ToolManager``, the part of an MCP server that holds its tools: no server made, no
     process started), named ``<server>_<tool>`` as Verifiers' harnesses do. From the
-    task config the operator set (a request cannot change it)."""
+    fields the operator pinned (the task config is never a request's)."""
     import verifiers.v1 as vf  # pyright: ignore[reportMissingImports] (verifiers extra)
     from mcp.server.mcpserver.tools import ToolManager  # pyright: ignore[reportMissingImports]
 
     config = vf.taskset_config_type(taskset).model_validate({**json.loads(pinned), "id": taskset})
     taskset_type = type(vf.load_taskset(config))
-    if taskset_type.toolsets(config):
-        raise EnvironmentUnavailable(
-            f"{taskset!r} has taskset-scoped tool servers (Taskset.toolsets), which Wander "
-            "does not serve yet: only task-scoped ones (Task.toolsets)"
-        )
+    toolsets = [*taskset_type.toolsets(config), *taskset_type.task_type().toolsets(config.task)]
     schemas: list[dict[str, Any]] = []
-    for toolset in taskset_type.task_type().toolsets(config.task):
+    for toolset in toolsets:
         tools = ToolManager()
         toolset.register(tools)
         prefix = f"{toolset.server_name}_" if toolset.server_name else ""
@@ -389,6 +390,13 @@ def _tool_schemas(taskset: str, pinned: str) -> list[dict[str, Any]]:
                         "parameters": tool.parameters}  # fmt: skip
             schemas.append({"type": "function", "function": function})
     return schemas
+
+
+def _is_toolset_config(annotation: Any) -> bool:
+    import verifiers.v1 as vf  # pyright: ignore[reportMissingImports] (verifiers extra)
+
+    kinds = (vf.ToolsetConfig, vf.SharedToolsetConfig)
+    return isinstance(annotation, type) and issubclass(annotation, kinds)
 
 
 def _is_seat(annotation: Any) -> bool:

@@ -29,7 +29,10 @@ through which an env's agents borrow an interception (set here before each episo
 ``Env.serving()`` does, because ``serving()`` would make one that binds a socket), and
 ``InterceptionServer._client``; what
 ``handle_request`` reads of a request (``headers``, ``path``, ``read()``,
-``content_length``) and its adopting the calling task (hence a task per call).
+``content_length``) and its adopting the calling task (hence a task per call); and
+``Env._shared_tools``, where ``serving()`` keeps the taskset's shared tool servers, set
+here as there (``Run._play`` holds for one episode what ``serving()`` holds for an
+evaluation).
 """
 
 from __future__ import annotations
@@ -117,8 +120,8 @@ class LocalInterception(InterceptionServer):
     answered by ``seat``; it binds a socket on the worker's loopback only for tool
     servers (``listen``)."""
 
-    def __init__(self, seat: Seat, listen: bool = False) -> None:
-        super().__init__()
+    def __init__(self, seat: Seat, listen: bool = False, secrets: tuple[str, ...] = ()) -> None:
+        super().__init__(state_service_secrets=secrets)
         self.seat = seat
         self.listen = listen
 
@@ -262,10 +265,23 @@ class Run:
         self._main: asyncio.Task[Any] | None = None
 
     async def _play(self) -> Any:
+        """The episode, inside what ``Env.serving()`` holds for an evaluation: the
+        taskset's shared tool servers, the interception (knowing their state secrets),
+        and the env's own ``start()`` and ``stop()``; here for this one episode."""
+        env = self._env
         ctx = vf.ModelContext(model=MODEL, client=vf.EvalClientConfig(base_url=_NOWHERE))
-        async with LocalInterception(self.seat, listen=self._tools) as interception:
-            self._env._interception = interception  # what Env.serving() sets (private)
-            return await self._env.run_episode(self._task, ctx)
+        async with env.shared_tools() as shared:
+            secrets = tuple(
+                server.state_secret for server in shared.values() if server.state_secret
+            )
+            async with LocalInterception(self.seat, self._tools, secrets) as interception:
+                env._shared_tools = shared  # what Env.serving() sets (private)
+                env._interception = interception
+                try:
+                    await env.start()
+                    return await env.run_episode(self._task, ctx)
+                finally:
+                    await env.stop()
 
     def advance(self, reply: dict[str, Any] | None = None) -> list[dict[str, Any]] | None:
         return self.loop.run_until_complete(self._advance(reply))
