@@ -184,7 +184,9 @@ def test_mcps_own_client_calls_a_tool_environments_tools_on_its_episode(
     Python client negotiates (it asks ``server/discover``, then falls back to the
     ``initialize`` handshake), lists ``sql``'s tools and calls them, each call a step of
     the episode the URL names."""
-    created = httpx.post(f"{live.url}/v1/episodes", json={"env": "sql", "example": 0})
+    created = httpx.post(  # the service's first isolated call starts its fork server
+        f"{live.url}/v1/episodes", json={"env": "sql", "example": 0}, timeout=120
+    )
     assert created.status_code == 201, created.text
     episode = created.json()["episodes"][0]["id"]
     calls = [["list_tables", {}], ["run_sql", {"query": "SELECT count(*) FROM products"}],
@@ -202,8 +204,8 @@ def test_mcps_own_client_calls_a_tool_environments_tools_on_its_episode(
     [tables], [count], [unknown] = (result["text"] for result in said["results"])
     assert "products" in tables.split() and count.strip().splitlines()[-1].isdigit()
     assert unknown.startswith("Error: unknown tool 'drop_tables'")
-    record = httpx.get(f"{live.url}/v1/episodes/{episode}").json()
+    record = httpx.get(f"{live.url}/v1/episodes/{episode}", timeout=60).json()
     assert record["turn"] == 3 and not record["done"]
     assert [m["role"] for m in record["messages"][-2:]] == ["assistant", "tool"]
-    stream = httpx.get(url)
+    stream = httpx.get(url, timeout=60)
     assert stream.status_code == 405 and stream.headers["allow"] == "POST"

@@ -79,14 +79,14 @@ import socket
 import struct
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 CLONE_NEWNS, CLONE_NEWIPC = 0x2_0000, 0x800_0000
 CLONE_NEWPID, CLONE_NEWNET = 0x2000_0000, 0x4000_0000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
-    1, 2, 4, 32, 4096, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = (
+    1, 2, 4, 32, 4096, 8192, 16384, 1 << 18
 )  # fmt: skip
 MNT_DETACH = 2
 SYS_PIVOT_ROOT, SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_RESTRICT_SELF = 155, 444, 446
@@ -115,6 +115,9 @@ FILE_BYTES = 16 << 20
 OPEN_FILES_WITH_PROCESSES = 256
 """Descriptors of each process of a worker granted processes (sockets, pipes, logs)."""
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+HELD = "/.held"
+"""Where a worker granted processes moves the jail's binds that its ``tmpfs`` covers,
+while it mounts it (``_own_tmp``)."""
 LANDLOCK_SCOPES = 0x1 | 0x2
 """``LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL`` (Landlock ABI 6)."""
 
@@ -172,6 +175,11 @@ class Jail:
     environment the operator lets reach the network (``WANDER_ENV_NETWORK``) join it."""
     lifeline: int
     """A pidfd of the fork server: readable once it is gone."""
+    covered: tuple[str, ...] = ()
+    """The binds of the jail that lie under ``/tmp`` or ``home`` (root only), which a
+    worker granted processes moves aside, covers with its own ``tmpfs``, and moves back
+    (``_own_tmp``): what a process it starts runs from (a venv, ``PYTHONPATH``) may
+    lie there."""
 
 
 def prepare() -> Jail:
@@ -190,9 +198,9 @@ def prepare() -> Jail:
     pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     host_network = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     _unshare(CLONE_NEWNET | CLONE_NEWNS)
-    _build_jail(home, _needed_paths())
+    covered = _build_jail(home, _needed_paths())
     layers = ("network namespace", "read-only root")
-    return Jail(True, home, layers, pid_namespace, host_network, lifeline)
+    return Jail(True, home, layers, pid_namespace, host_network, lifeline, covered)
 
 
 def fork_worker(jail: Jail) -> int:
@@ -240,7 +248,7 @@ def confine(
             applied = [layer for layer in applied if layer != "network namespace"]
             applied.append("a network of its own (loopback)")
         if grants.processes:
-            _own_tmp(jail.home, uid)
+            _own_tmp(jail, uid)
         else:
             _mount("tmpfs", jail.home, "tmpfs", MS_NOSUID | MS_NODEV,
                    f"{WORKER_TMPFS},uid={uid},gid={uid}")  # fmt: skip
@@ -300,16 +308,22 @@ def _mount(source: str | None, target: str | Path, kind: str | None, flags: int,
     _check(result, f"mount {source} on {target}")
 
 
-def _own_tmp(home: Path, uid: int) -> None:
+def _own_tmp(jail: Jail, uid: int) -> None:
     """A ``tmpfs`` of ``uid``'s (``PROCESS_TMPFS``) on ``/tmp``, where Verifiers' servers
-    write their port files, that is also ``home`` (bound there, or made inside it when
-    ``home`` lies under ``/tmp``, which the mount hides)."""
+    write their port files, that is also the jail's home (bound there, or made inside
+    it when the home lies under ``/tmp``), with the jail's binds that both cover
+    (``Jail.covered``) moved aside first and back on top after."""
+    for number, path in enumerate(jail.covered):
+        _mount(path, f"{HELD}/{number}", None, MS_MOVE)
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"{PROCESS_TMPFS},uid={uid},gid={uid}")
-    if home.is_relative_to("/tmp"):
-        home.mkdir(parents=True, exist_ok=True)
-        os.chown(home, uid, uid)
+    if jail.home.is_relative_to("/tmp"):
+        jail.home.mkdir(parents=True, exist_ok=True)
+        os.chown(jail.home, uid, uid)
     else:
-        _bind("/tmp", home, MS_NOSUID | MS_NODEV)
+        _bind("/tmp", jail.home, MS_NOSUID | MS_NODEV)
+    for number, path in enumerate(jail.covered):
+        os.makedirs(path, exist_ok=True)
+        _mount(f"{HELD}/{number}", path, None, MS_MOVE)
 
 
 def _loopback_up() -> None:
@@ -339,7 +353,7 @@ def _needed_paths() -> list[str]:
     return sorted(links) + [f for f in kept if not any(f.startswith(o + "/") for o in kept)]
 
 
-def _build_jail(home: Path, paths: Iterable[str]) -> None:
+def _build_jail(home: Path, paths: Sequence[str]) -> tuple[str, ...]:
     """Make a ``tmpfs`` laid over ``home`` the root: read-only binds of ``paths``
     (symbolic links made again), the devices, and ``home`` again inside, where each
     worker mounts its own ``tmpfs``; then ``pivot_root`` into it, drop the old root (no
@@ -362,7 +376,12 @@ def _build_jail(home: Path, paths: Iterable[str]) -> None:
         inside.touch()
         _bind(device, inside, MS_RDONLY | MS_NOSUID)
     (home / str(home).lstrip("/")).mkdir(parents=True)
-    (home / "tmp").mkdir(exist_ok=True)  # where a worker granted processes binds its own
+    (home / "tmp").mkdir(exist_ok=True)  # where a worker granted processes mounts its own
+    covered = tuple(
+        p for p in paths if Path(p).is_relative_to("/tmp") or Path(p).is_relative_to(home)
+    )
+    for number in range(len(covered)):
+        (home / HELD.lstrip("/") / str(number)).mkdir(parents=True)
     (home / "old-root").mkdir()
     _pivot_root(home, home / "old-root")
     os.chdir("/")
@@ -370,6 +389,7 @@ def _build_jail(home: Path, paths: Iterable[str]) -> None:
     os.rmdir("/old-root")
     _mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     os.chdir(home)
+    return covered
 
 
 def _pivot_root(new_root: Path, put_old: Path) -> None:
