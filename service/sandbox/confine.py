@@ -252,8 +252,7 @@ def confine(
         else:
             _mount("tmpfs", jail.home, "tmpfs", MS_NOSUID | MS_NODEV,
                    f"{WORKER_TMPFS},uid={uid},gid={uid}")  # fmt: skip
-        os.chdir(jail.home)
-        os.environ.update(HOME=str(jail.home), TMPDIR=str(jail.home))
+        os.chdir(jail.home)  # HOME and TMPDIR already (the fork server's: launcher.py)
         applied += ["pid namespace", "ipc namespace", "private file system"]
         _become(uid)
         applied.append(f"user {uid}")

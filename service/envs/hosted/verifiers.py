@@ -12,10 +12,10 @@ sandbox's workers; Wander plays the model of every seat (``vf_seat.py``):
   messages after the model's last reply in the next model call), until ``run()`` ends;
 - tools: a taskset with tool servers (``Task.toolsets`` and ``Taskset.toolsets``: MCP
   servers that Verifiers starts as processes, here for each episode) is a ``tool``
-  environment: its tools
-  are published as OpenAI schemas, named as Verifiers' harnesses name them
-  (``<server>_<tool>``); a reply's tool calls are made by the seat, and their results
-  are the observation. Its workers must be granted processes (``WANDER_ENV_PROCESSES``);
+  environment: its tools are published as OpenAI schemas, named as Verifiers'
+  harnesses name them (``<server>_<tool>``); a reply's tool calls are made by the seat,
+  and their results are the observation. Its workers must be granted processes
+  (``WANDER_ENV_PROCESSES``);
 - score: one component per reward the traces recorded, worth its score times its weight
   (so the total is Verifiers' reward); each reward's own score and weight are metrics.
 
