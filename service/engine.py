@@ -156,9 +156,11 @@ class Engine:
         if seed is None:
             seed = example_seed(env.name, request.split, config.seed, example)
 
+        ids = self.store.new_ids(request.n)
         started = await self.sandbox.start(
-            env, config, request.split, example, seed, tenant=principal.tenant
-        )
+            env, config, request.split, example, seed, tenant=principal.tenant,
+            episode=ids[0] if request.n == 1 else None,  # a group's members share the start
+        )  # fmt: skip
         opening = encode_log(started["messages"])
         stamp = now()
         template: StoredEpisode = {
@@ -186,7 +188,6 @@ class Engine:
             "updated_at": stamp,
             "finished_at": None,
         }
-        ids = self.store.new_ids(request.n)
         await self.store.add(
             {id_: encode({**template, "id": id_}) for id_ in ids},
             env.name,

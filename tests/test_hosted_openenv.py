@@ -217,14 +217,18 @@ def test_an_environment_that_replays_differently_fails_its_episode(
 
 
 def test_an_episode_stays_live_in_its_worker_between_steps(service: ServiceProcess) -> None:
-    """The first step replays the reset (no worker holds the episode yet); every later one
-    continues the live environment in the worker kept for the episode."""
+    """An episode created alone is live in its create's worker, kept for it; every step
+    continues it there. A group's members share their create's worker, so each one's
+    first step replays the reset."""
     before = hosted_steps(service, "openenv/guess")
     guesses = halving(service, create(service, seed=99)["id"])
     after = hosted_steps(service, "openenv/guess")
     assert len(guesses) >= 3
-    assert after["replayed"] - before.get("replayed", 0) == 1
-    assert after["live"] - before.get("live", 0) == len(guesses) - 1
+    assert after.get("replayed", 0) == before.get("replayed", 0)
+    assert after["live"] - before.get("live", 0) == len(guesses)
+    group = create(service, seed=98, n=2)
+    assert step(service, group["id"], 0, '{"guess": 50}').status_code == 200
+    assert hosted_steps(service, "openenv/guess")["replayed"] - after.get("replayed", 0) == 1
 
 
 def test_openenv_s_own_template_is_hosted_with_the_rewards_of_openenv_s_server(

@@ -82,12 +82,14 @@ class Sandbox:
 
     async def start(
         self, env: Environment[Any], config: EnvConfig, split: str, index: int, seed: int,
-        tenant: str | None = None,
+        tenant: str | None = None, episode: str | None = None,
     ) -> Started:  # fmt: skip
         """Reset example ``index`` of ``split`` with ``seed``, and score it (a call of
-        ``tenant``, for the workers' fair share)."""
+        ``tenant``, for the workers' fair share). A hosted environment's worker is kept
+        for the first step of ``episode``, the one episode created from it, if given."""
+        keep = episode if isinstance(env, Hosted) else None
         started: Started = await self._call(
-            "start", env, config, tenant, split=split, index=index, seed=seed
+            "start", env, config, tenant, keep, split=split, index=index, seed=seed
         )
         return started
 

@@ -16,8 +16,9 @@ forked for their call, with what it grants, and never join the ready workers.
 Hosted environments (another framework's, ``envs.hosted``) are the one exception, for
 one episode at a time: they keep an episode live in their worker's memory, and a step
 that lands elsewhere must replay the whole episode. So the worker of a hosted
-environment's step is kept, idle, for that episode's next step only (``keep``: the
-episode id), never lent to another episode or tenant: a hole in the environment reaches
+environment's step, or of the create of an episode created alone (not a group's), is
+kept, idle, for that episode's next step only (``keep``: the episode id), never lent to
+another episode or tenant: a hole in the environment reaches
 nothing it could not already reach in that episode's own calls. At most ``kept`` are
 kept; the least recently stepped is stopped first (its episode replays when it comes
 back).
@@ -151,17 +152,18 @@ class WorkerPool:
             raise EnvBusy(f"every environment worker stayed busy for {self.wait:g} s; try again")
         self._expected = (request["env"], request["op"])
         try:
-            return await self._run(body, request["env"], check, reuse, keep)
+            return await self._run(body, request["env"], check, reuse, keep, request["op"])
         finally:
             self.slots.release(tenant)
 
     async def _run(
-        self, body: bytes, env: str, check: Callable[[Any], T], reuse: bool, keep: str | None
-    ) -> T:
+        self, body: bytes, env: str, check: Callable[[Any], T], reuse: bool, keep: str | None,
+        op: str,
+    ) -> T:  # fmt: skip
         """One call in a worker of its own (or ``keep``'s): its checked result, or the
         sandbox's error."""
         worker = self._kept_for(keep)
-        if keep is not None:
+        if keep is not None and op == "advance":
             HOSTED_STEPS.labels(env, "replayed" if worker is None else "live").inc()
         if worker is None:
             granted = self.grants.get(env)

@@ -157,8 +157,10 @@ class HostedOpenEnv(Hosted[HostedOpenEnvConfig]):
         return GeneratedExamples(config.split_size(split), lambda index: index)
 
     def reset(self, config: HostedOpenEnvConfig, example: int, seed: int) -> Reset:
-        # Not kept live: a create's worker is never kept (a group's episodes share it).
-        _, observed = self._opened(seed)
+        # Kept live for the first step where the create's worker is kept (an episode
+        # created alone); a group's create worker is not, and this goes with it.
+        env, observed = self._opened(seed)
+        LIVE.keep(LIVE.key(self.name, config.model_dump(), seed, []), env)
         state = {
             "seed": seed,
             "actions": [],

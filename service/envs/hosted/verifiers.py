@@ -230,10 +230,15 @@ class HostedVerifiers(Hosted[HostedVerifiersConfig]):
                 asked = run.advance()
             if asked is None:  # an episode is not over before it began: its env failed
                 raise EnvEndedEarly(_outcome(run.episode)["errors"])
-            state: dict[str, Any] = {"seed": seed, "example": example, "actions": [], "invalid": 0}
-            return Reset(*self._after(state, run, asked))
-        finally:  # a create's worker is never kept (a group's episodes share it)
+        except BaseException:
             run.close()
+            raise
+        state: dict[str, Any] = {"seed": seed, "example": example, "actions": [], "invalid": 0}
+        # Kept live for the first step where the create's worker is kept (an episode
+        # created alone); a group's create worker is not, and the run goes with it.
+        key = LIVE.key(self.name, config.model_dump(), example, seed)
+        LIVE.keep(LIVE.key(key, []), run)
+        return Reset(*self._after(state, run, asked))
 
     def step(
         self, config: HostedVerifiersConfig, state: State, action: Message, rng: TurnRandom
