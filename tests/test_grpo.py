@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -22,9 +23,10 @@ from tests.helpers import DeletingClient, plugin_service
 from wander.cli import app as cli
 from wander.client import WanderClient
 from wander.testing import ServiceProcess, free_port
-from wander.trainer.config import GRPORunConfig, load_config
+from wander.trainer.batches import stratified_order, training_rows
+from wander.trainer.config import EnvironmentEntry, GRPORunConfig, load_config
 from wander.trainer.gradients import FiniteGradients
-from wander.trainer.grpo import CISPO_EPSILON_HIGH, build_trainer, stratified_order
+from wander.trainer.grpo import CISPO_EPSILON_HIGH, build_trainer, trl_args
 from wander.trainer.models import load
 from wander.trainer.tool_environment import tool_environment, wander_score
 from wander.trainer.tool_methods import tool_method
@@ -137,6 +139,126 @@ def test_the_config_refuses_unstratified_batches() -> None:
                       grpo={"num_generations": 8, "generation_batch_size": 256})  # fmt: skip
 
 
+def test_a_mixtures_batches_draw_groups_by_weight() -> None:
+    entries = [
+        EnvironmentEntry(env="tictactoe", weight=2, config={"num_groups": 4}),
+        EnvironmentEntry(env="reverse_text", weight=1, examples=3),
+        EnvironmentEntry(env="rg/leg_counting", weight=1),
+    ]
+    rows = training_rows(entries, 40, 8, seed=1)
+    batches = [rows[start : start + 8] for start in range(0, 40, 8)]
+    for batch in batches:  # weights 2:1:1 of 8 groups, exactly; each env's rows together
+        names = [name for name, _ in batch]
+        assert names == ["tictactoe"] * 4 + ["reverse_text"] * 2 + ["rg/leg_counting"] * 2
+        # tictactoe's 4 strata (example i: stratum i mod 4), one group each.
+        assert sorted(example % 4 for name, example in batch if name == "tictactoe") == [0, 1, 2, 3]
+    examples = {name: [e for n, e in rows if n == name] for name, _ in rows}
+    assert sorted(examples["tictactoe"]) == list(range(20))  # a new example for every group
+    assert sorted(examples["rg/leg_counting"]) == list(range(10))
+    assert sorted(examples["reverse_text"]) == sorted([0, 1, 2] * 3 + [0])  # 3, cycled
+    assert training_rows(entries, 40, 8, seed=1) == rows  # the seed decides
+    # Shares that are not whole: the rest drawn by weight, the shares kept on average.
+    drawn = training_rows([EnvironmentEntry(env="a"), EnvironmentEntry(env="b", weight=2)],
+                          3000, 4, seed=0)  # fmt: skip
+    assert abs(sum(name == "a" for name, _ in drawn) / 3000 - 1 / 3) < 0.02
+    for start in range(0, 3000, 4):
+        assert sorted(name for name, _ in drawn[start : start + 4]) in (
+            ["a", "b", "b", "b"], ["a", "a", "b", "b"]
+        )  # fmt: skip
+
+
+def test_the_config_checks_a_mixture_whole() -> None:
+    envs = [{"env": "tictactoe"}, {"env": "reverse_text", "weight": 3}]
+    run = GRPORunConfig(envs=envs)
+    assert [(e.name, e.weight, e.split) for e in run.entries()] == [
+        ("tictactoe", 1.0, "train"), ("reverse_text", 3.0, "train")
+    ]  # fmt: skip
+    refusals = {
+        "env_config, split and [[envs]] both name": {"env_config": {}, "split": "eval"},
+        "names tictactoe more than once": {"envs": [*envs, {"env": "tictactoe"}]},
+        "set reward_weights in each entry": {"grpo": {"reward_weights": [1.0]}},
+        "[[envs]] 'tictactoe': config.num_groups (4) must equal the groups it gets in "
+        "each batch (2 of": {
+            "envs": [{"env": "tictactoe", "config": {"num_groups": 4}}, envs[1]],
+            "grpo": {"num_generations": 2, "generation_batch_size": 16},
+        },
+        "eval_examples is 0": {"grpo": {"eval_strategy": "steps"}},
+    }
+    for message, options in refusals.items():
+        with pytest.raises(ValueError, match=re.escape(message)):
+            GRPORunConfig.model_validate({"envs": envs, **options})
+    with pytest.raises(ValueError, match="reward_weights is for rollout"):
+        GRPORunConfig(rollout="environment_factory",
+                      envs=[{"env": "sql", "reward_weights": {"correct": 2.0}}])  # fmt: skip
+    two_names = GRPORunConfig(envs=[{"env": "tictactoe"}, {"env": "tictactoe", "name": "hard"}])
+    assert [e.name for e in two_names.entries()] == ["tictactoe", "hard"]
+
+
+def test_one_grpo_run_trains_and_evaluates_on_several_environments(
+    service: ServiceProcess, tmp_path: Path
+) -> None:
+    """Tic-tac-toe, reverse_text and a reasoning-gym dataset in one run: each batch holds
+    a group of each, each has its own reward functions, weights, curves and evaluation."""
+    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    run = GRPORunConfig(
+        model="tiny", url=service.url, examples=6, run="grpo-mixed",
+        output_dir=str(tmp_path / "out"), max_completion_length=24,
+        sampling={"max_tokens_per_turn": 12},
+        envs=[
+            {"env": "tictactoe", "metric_rewards": {"invalid_moves": -0.25}, "eval_examples": 1},
+            {"env": "reverse_text", "reward_weights": {"format": 0.5}, "eval_examples": 1},
+            {"env": "rg/leg_counting"},
+        ],
+        grpo={
+            "num_generations": 2, "generation_batch_size": 6, "per_device_train_batch_size": 6,
+            "max_steps": 2, "logging_steps": 1, "eval_steps": 2, "num_generations_eval": 2,
+            "per_device_eval_batch_size": 4, "save_strategy": "no",
+        },
+    )  # fmt: skip
+    model, tokenizer = load("tiny")
+    with WanderClient(service.url) as client:
+        trainer = build_trainer(run, client, model, tokenizer)
+        trainer.train()
+        trained = client.episodes("grpo-mixed", limit=100).episodes
+        for _ in range(50):  # the archive writes behind
+            if len(trained) == 12 and len(client.episodes("grpo-mixed-eval").episodes) == 4:
+                break
+            time.sleep(0.1)
+            trained = client.episodes("grpo-mixed", limit=100).episodes
+        evaluated = client.episodes("grpo-mixed-eval", limit=100).episodes
+
+    assert [f.__name__ for f in trainer.reward_funcs] == [
+        "tictactoe/win", "tictactoe/format", "tictactoe/invalid_move", "tictactoe/invalid_moves",
+        "reverse_text/lcs", "reverse_text/format",
+        "rg/leg_counting/correct", "rg/leg_counting/format",
+    ]  # fmt: skip
+    assert [float(w) for w in trainer.reward_weights] == pytest.approx(
+        [1.0, 0.2, 1.0, -0.25, 1.0, 0.5, 1.0, 0.1]
+    )
+    # 2 steps x 3 groups of 2: each environment's groups are its own examples 0 and 1.
+    by_env: dict[str, list[tuple[int, str]]] = {}
+    for episode in trained:
+        by_env.setdefault(episode.env, []).append((episode.example, episode.group))
+    assert sorted(by_env) == ["reverse_text", "rg/leg_counting", "tictactoe"]
+    for played in by_env.values():
+        assert sorted(example for example, _ in played) == [0, 0, 1, 1]
+        assert len({group for _, group in played}) == 2  # a group is one env's
+    # Each environment has its curves: its components' rewards and its own mean reward.
+    steps = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert len(steps) == 2
+    for step in steps:
+        for name in ("tictactoe", "reverse_text", "rg/leg_counting"):
+            assert f"wander/{name}/reward" in step
+        assert 0.0 <= step["rewards/reverse_text/lcs/mean"] <= 1.0
+    # The evaluation played the entries that ask for it, each on its eval split.
+    [evaluation] = [entry for entry in trainer.state.log_history if "eval_reward" in entry]
+    assert 0.0 <= evaluation["eval_rewards/reverse_text/lcs/mean"] <= 1.0
+    assert sorted((e.env, e.split, e.example) for e in evaluated) == [
+        ("reverse_text", "eval", 0), ("reverse_text", "eval", 0),
+        ("tictactoe", "eval", 0), ("tictactoe", "eval", 0),
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize("name", ["stage1", "stage2"])
 def test_the_talks_configs_load(name: str) -> None:
     run = load_config(Path(__file__).parents[1] / "trainer" / "configs" / f"{name}.toml")
@@ -149,6 +271,17 @@ def test_the_talks_configs_load(name: str) -> None:
     assert (run.grpo["use_vllm"], run.grpo["vllm_mode"]) == (True, "server")
     vllm, wander = httpx.URL(run.grpo["vllm_server_base_url"]), httpx.URL(run.url)
     assert (vllm.host, vllm.port, wander.port) == ("127.0.0.1", 8001, 8000)
+
+
+def test_the_mixture_config_loads() -> None:
+    run = load_config(Path(__file__).parents[1] / "trainer" / "configs" / "mixture.toml")
+    assert [(e.name, e.weight, e.eval_examples) for e in run.entries()] == [
+        ("tictactoe", 2.0, 16), ("reverse_text", 1.0, 8), ("rg/leg_counting", 1.0, 8)
+    ]  # fmt: skip
+    rows = training_rows(run.entries(), run.examples, 256 // 8)
+    first = [name for name, _ in rows[:32]]
+    assert (first.count("tictactoe"), first.count("reverse_text")) == (16, 8)
+    assert trl_args(run.model_copy(update={"grpo": {**run.grpo, "bf16": False}})).eval_steps == 25
 
 
 def test_wander_train_warmup_data_then_sft(service: ServiceProcess, tmp_path: Path) -> None:
@@ -273,6 +406,43 @@ def test_grpo_steps_through_trls_tool_loop(service: ServiceProcess, tmp_path: Pa
         starts.setdefault(record.example, set()).add(record.seed)
     assert sorted(starts) == [0, 1, 2, 3] and all(len(seeds) == 1 for seeds in starts.values())
     assert sorted(e.example for e in archived.values()) == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_a_tool_loop_run_mixes_environments_through_trls_dict_factory(
+    service: ServiceProcess, tmp_path: Path
+) -> None:
+    """Two entries of a tool environment (one cut to a single turn), each a factory of
+    TRL's dict ``environment_factory``, each scored by a reward function of its own."""
+    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    run = GRPORunConfig(
+        model="tiny", rollout="environment_factory", url=service.url, examples=2,
+        run="trl-mixed", output_dir=str(tmp_path / "out"), max_completion_length=256,
+        envs=[{"env": "sql", "name": "sql-long"},
+              {"env": "sql", "name": "sql-short", "config": {"max_turns": 1}}],
+        grpo={
+            "num_generations": 2, "generation_batch_size": 4, "per_device_train_batch_size": 4,
+            "max_steps": 1, "logging_steps": 1, "use_cpu": True, "save_strategy": "no",
+            "max_tool_calling_iterations": 2,
+        },
+    )  # fmt: skip
+    model, tokenizer = load("tiny", tools=True)
+    with WanderClient(service.url) as client:
+        trainer = build_trainer(run, client, model, tokenizer)
+        assert list(trainer.environment_factories) == ["sql-long", "sql-short"]
+        assert [f.__name__ for f in trainer.reward_funcs] == ["sql-long", "sql-short"]
+        trainer._generate_single_turn = scripted_generation(tokenizer)
+        trainer.train()
+        assert archived(client, "trl-mixed", 4) == 4
+        played = client.episodes("trl-mixed", limit=10).episodes
+
+    # The long entry's episodes took the call and the answer; the short one's ended at
+    # its one turn, the call, and took no answer.
+    ends = sorted((e.config["max_turns"], e.turn, e.score.metrics["answered"])
+                  for e in played if e.score is not None)  # fmt: skip
+    assert ends == [(1, 1, False), (1, 1, False), (12, 2, True), (12, 2, True)]
+    [logged] = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert {"rewards/sql-long/mean", "rewards/sql-short/mean"} <= logged.keys()
+    assert {"wander/sql-long/correct", "wander/sql-short/correct"} <= logged.keys()
 
 
 def test_a_tool_environment_plays_its_rollout_as_one_wander_episode(

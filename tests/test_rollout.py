@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -25,6 +25,7 @@ from wander.trainer.backends import Generation, stop_token_ids
 from wander.trainer.rollout import (
     ChatTemplateError,
     RolloutFailed,
+    Task,
     WanderRollout,
     example_prompt,
     render,
@@ -33,14 +34,14 @@ from wander.trainer.tiny import build_tokenizer
 
 COMPONENTS = ["win", "format", "invalid_move"]
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
+GAME = Task("tictactoe", COMPONENTS, config=OPTIMAL)
 
 
 def test_completion_is_model_and_environment_tokens_with_the_mask(live: ServiceProcess) -> None:
     tokenizer = build_tokenizer()
     backend = ScriptedBackend(tokenizer)
     with WanderClient(live.url) as client:
-        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
-                                run="rollout-test", backend=backend)  # fmt: skip
+        rollout = WanderRollout(client, tokenizer, [GAME], run="rollout-test", backend=backend)
         prompts = [example_prompt(3)] * 2 + [example_prompt(8)] * 2
         output = rollout(prompts)
         records = [client.episode(episode_id) for episode_id in output["episode_id"]]
@@ -77,6 +78,61 @@ def test_completion_is_model_and_environment_tokens_with_the_mask(live: ServiceP
         assert all(lp == -0.5 for lp, m in zip(output["logprobs"][i], mask, strict=True) if m == 1)
 
 
+class ReversingBackend(ScriptedBackend):
+    """Plays tic-tac-toe as ``ScriptedBackend`` does and reverses a text the right way
+    round: one backend for a batch of both environments."""
+
+    def generate(self, prompts: list[list[int]], max_tokens: int | None = None) -> list[Generation]:
+        self.batch_sizes.append(len(prompts))
+        out = []
+        for prompt in prompts:
+            text = self.tokenizer.decode(prompt)
+            if "<reversed_text>" not in text:
+                out += super().generate([prompt])
+                self.batch_sizes.pop()
+                continue
+            given = text.rsplit("<|im_start|>user\n", 1)[1].split("<|im_end|>")[0]
+            said = f"<reversed_text>{given[::-1]}</reversed_text>"
+            ids = [*self.tokenizer.encode(said, add_special_tokens=False), self.end]
+            out.append(Generation(ids, [-0.5] * len(ids)))
+        return out
+
+
+def test_a_batch_of_several_tasks_plays_each_on_its_own_environment(
+    live: ServiceProcess,
+) -> None:
+    """Groups of tic-tac-toe and reverse_text in one batch, generated for together; each
+    task's fields hold its own episodes' scores and None for the other's."""
+    tokenizer = build_tokenizer()
+    backend = ReversingBackend(tokenizer)
+    tasks = [GAME, Task("reverse_text", ["lcs", "format"], metrics=["chars"])]
+    handles = [example_prompt(3, "tictactoe")] * 2 + [example_prompt(5, "reverse_text")] * 2
+    with WanderClient(live.url) as client:
+        rollout = WanderRollout(client, tokenizer, tasks, run="rollout-mixed", backend=backend)
+        output = rollout(handles)
+        records = [client.episode(episode_id) for episode_id in output["episode_id"]]
+        with pytest.raises(ValueError, match="names no task of several"):
+            rollout([example_prompt(3)])
+        with pytest.raises(ValueError, match="names task 'sql'; the rollout's"):
+            rollout([example_prompt(3, "sql")])
+
+    assert [(r.env, r.example, r.split) for r in records] == [
+        ("tictactoe", 3, "train"), ("tictactoe", 3, "train"),
+        ("reverse_text", 5, "train"), ("reverse_text", 5, "train"),
+    ]  # fmt: skip
+    assert backend.batch_sizes[0] == 4  # the first turn of all four, generated together
+    assert list(rollout.fields) == [
+        "tictactoe/win", "tictactoe/format", "tictactoe/invalid_move",
+        "reverse_text/lcs", "reverse_text/format", "reverse_text/chars",
+    ]  # fmt: skip
+    assert output["wander_task"] == ["tictactoe"] * 2 + ["reverse_text"] * 2
+    assert output["wander_failed"] == [False] * 4
+    assert output["tictactoe/win"][2:] == output["reverse_text/lcs"][:2] == [None, None]
+    assert output["tictactoe/format"][:2] == [1.0, 1.0]  # the scripted answers are well-formed
+    assert output["reverse_text/lcs"][2:] == [1.0, 1.0]  # reversed exactly
+    assert all(isinstance(chars, float) and chars > 0 for chars in output["reverse_text/chars"][2:])
+
+
 def taken_cell_agent(board: str) -> str:
     """Plays a taken cell while there is one (so again and again), else the best move."""
     taken = [cell for cell, mark in enumerate(board) if mark != "."]
@@ -87,9 +143,13 @@ def test_a_rewarded_metric_comes_back_per_episode_as_a_number(live: ServiceProce
     """The count of invalid moves, where the invalid_move component marks a game once."""
     tokenizer = build_tokenizer()
     with WanderClient(live.url) as client:
-        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
-                                metrics=["invalid_moves"], run="rollout-metric",
-                                backend=ScriptedBackend(tokenizer, taken_cell_agent))  # fmt: skip
+        rollout = WanderRollout(
+            client,
+            tokenizer,
+            [replace(GAME, metrics=["invalid_moves"])],
+            run="rollout-metric",
+            backend=ScriptedBackend(tokenizer, taken_cell_agent),
+        )
         output = rollout([example_prompt(3)] * 2 + [example_prompt(8)] * 2)
         scores = [client.score(episode_id) for episode_id in output["episode_id"]]
     counts = [score.metrics["invalid_moves"] for score in scores]
@@ -106,9 +166,13 @@ def test_a_rewarded_metric_that_is_no_number_stops_the_run_naming_those_that_are
 ) -> None:
     tokenizer = build_tokenizer()
     with WanderClient(live.url) as client:
-        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
-                                metrics=[name], run="rollout-metric-wrong",
-                                backend=ScriptedBackend(tokenizer))  # fmt: skip
+        rollout = WanderRollout(
+            client,
+            tokenizer,
+            [replace(GAME, metrics=[name])],
+            run="rollout-metric-wrong",
+            backend=ScriptedBackend(tokenizer),
+        )
         numeric = "invalid_moves, model_starts, random_move_prob, turns"
         with pytest.raises(ValueError, match=rf"'{name}', {held} .*\(numeric metrics: {numeric}\)"):
             rollout([example_prompt(3)])
@@ -128,8 +192,9 @@ def test_a_sampled_nul_is_sent_as_a_replacement_character(live: ServiceProcess) 
     the batch of steps, and so the training step."""
     tokenizer = build_tokenizer()
     with WanderClient(live.url) as client:
-        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
-                                run="rollout-nul", backend=NulBackend(tokenizer))  # fmt: skip
+        rollout = WanderRollout(
+            client, tokenizer, [GAME], run="rollout-nul", backend=NulBackend(tokenizer)
+        )
         output = rollout([example_prompt(3)] * 2)
         records = [client.episode(episode_id) for episode_id in output["episode_id"]]
     answers = [m.content for r in records for m in r.messages if m.role == "assistant"]
@@ -159,8 +224,9 @@ def test_a_stop_token_written_as_text_is_trained_once_as_sampled(live: ServicePr
     tokenizer = build_tokenizer()
     backend = SpelledStopBackend(tokenizer)
     with WanderClient(live.url) as client:
-        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
-                                run="rollout-spelled-stop", backend=backend)  # fmt: skip
+        rollout = WanderRollout(
+            client, tokenizer, [GAME], run="rollout-spelled-stop", backend=backend
+        )
         output = rollout([example_prompt(3)])
         [record] = [client.episode(episode_id) for episode_id in output["episode_id"]]
     answers = [m.content or "" for m in record.messages if m.role == "assistant"]
@@ -184,9 +250,14 @@ def test_a_completion_never_exceeds_max_completion_length(
     tokenizer = build_tokenizer()
     backend = ScriptedBackend(tokenizer, lambda board: perfect_agent(board) + " pad" * padding)
     with WanderClient(live.url) as client:
-        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
-                                run="rollout-budget", backend=backend,
-                                max_completion_length=budget)  # fmt: skip
+        rollout = WanderRollout(
+            client,
+            tokenizer,
+            [GAME],
+            run="rollout-budget",
+            backend=backend,
+            max_completion_length=budget,
+        )
         output = rollout([example_prompt(3)] * 2)
     assert [len(c) for c in output["completion_ids"]] == [budget, budget]
     assert [len(m) for m in output["env_mask"]] == [budget, budget]
@@ -204,9 +275,13 @@ class FallingOverBackend(ScriptedBackend):
 def test_a_rollout_that_fails_aborts_the_episodes_it_was_playing(live: ServiceProcess) -> None:
     tokenizer = build_tokenizer()
     with WanderClient(live.url) as client:
-        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
-                                run="rollout-fell-over",
-                                backend=FallingOverBackend(tokenizer))  # fmt: skip
+        rollout = WanderRollout(
+            client,
+            tokenizer,
+            [GAME],
+            run="rollout-fell-over",
+            backend=FallingOverBackend(tokenizer),
+        )
         with pytest.raises(RuntimeError, match="fell over"):
             rollout([example_prompt(3)] * 2)
         assert client.retry is not NO_RETRY  # the client's own retries, given back
@@ -233,9 +308,14 @@ def test_a_request_the_server_refuses_fails_that_episode_not_the_run(
 ) -> None:
     tokenizer = build_tokenizer()
     with WanderClient(live.url) as client:
-        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
-                                run="rollout-refused", backend=RefusingBackend(tokenizer),
-                                max_failure_rate=0.5)  # fmt: skip
+        rollout = WanderRollout(
+            client,
+            tokenizer,
+            [GAME],
+            run="rollout-refused",
+            backend=RefusingBackend(tokenizer),
+            max_failure_rate=0.5,
+        )
         output = rollout([example_prompt(3)] * 4)
         refused = client.episode(output["episode_id"][1])
         played = client.episode(output["episode_id"][0])
@@ -310,9 +390,9 @@ def test_each_familys_template_cuts_into_the_models_turns_and_the_environments(
     stops = stop_token_ids(tokenizer, GenerationConfig(eos_token_id=[end]))
     backend = ScriptedBackend(tokenizer, canonical_agent, end=end)
     with WanderClient(live.url) as client:
-        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
-                                run=f"template-{name}", backend=backend,
-                                stop_ids=stops)  # fmt: skip
+        rollout = WanderRollout(
+            client, tokenizer, [GAME], run=f"template-{name}", backend=backend, stop_ids=stops
+        )
         output = rollout([example_prompt(3)] * 2)
         records = [client.episode(episode_id) for episode_id in output["episode_id"]]
 
@@ -342,9 +422,9 @@ def test_a_model_turn_the_template_writes_otherwise_stays_as_sampled(
     stays as the model wrote it, everything around it is the template's."""
     tokenizer = FAMILIES["qwen3"].tokenizer()
     with WanderClient(live.url) as client:
-        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
-                                run="template-as-sampled",
-                                backend=ScriptedBackend(tokenizer))  # fmt: skip
+        rollout = WanderRollout(
+            client, tokenizer, [GAME], run="template-as-sampled", backend=ScriptedBackend(tokenizer)
+        )
         output = rollout([example_prompt(3)])
         [record] = [client.episode(episode_id) for episode_id in output["episode_id"]]
     messages = [m.model_dump(mode="json") for m in record.messages]
@@ -366,9 +446,13 @@ def test_a_turn_ending_with_no_stop_token_of_the_model_fails_loudly(
     tokenizer = FAMILIES["gemma3"].tokenizer()
     end = tokenizer.convert_tokens_to_ids("<end_of_turn>")
     with WanderClient(live.url) as client:
-        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
-                                run="template-no-stop",
-                                backend=ScriptedBackend(tokenizer, end=end))  # fmt: skip
+        rollout = WanderRollout(
+            client,
+            tokenizer,
+            [GAME],
+            run="template-no-stop",
+            backend=ScriptedBackend(tokenizer, end=end),
+        )
         with pytest.raises(ChatTemplateError, match=r"none of the model's stop tokens \['<eos>'\]"):
             rollout([example_prompt(3)])
 
@@ -386,9 +470,9 @@ def test_a_template_that_renders_earlier_turns_otherwise_fails_loudly(
     tokenizer = build_tokenizer()
     tokenizer.chat_template = GROWING_SYSTEM
     with WanderClient(live.url) as client:
-        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
-                                run="template-growing",
-                                backend=ScriptedBackend(tokenizer))  # fmt: skip
+        rollout = WanderRollout(
+            client, tokenizer, [GAME], run="template-growing", backend=ScriptedBackend(tokenizer)
+        )
         with pytest.raises(ChatTemplateError, match="renders the conversation's earlier turns"):
             rollout([example_prompt(3)])
 
@@ -401,9 +485,14 @@ def test_a_failed_episode_is_left_out_of_training_and_counted(
     token of each)."""
     tokenizer = build_tokenizer()
     with DeletingClient(live.url, at) as client:
-        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
-                                run="rollout-failed", backend=ScriptedBackend(tokenizer),
-                                max_failure_rate=0.25)  # fmt: skip
+        rollout = WanderRollout(
+            client,
+            tokenizer,
+            [GAME],
+            run="rollout-failed",
+            backend=ScriptedBackend(tokenizer),
+            max_failure_rate=0.25,
+        )
         output = rollout([example_prompt(3)] * 2 + [example_prompt(8)] * 2)
     [deleted] = client.deleted
     failed = output["episode_id"].index(deleted)
@@ -425,9 +514,14 @@ def test_a_failed_episode_is_left_out_of_training_and_counted(
 def test_failures_above_the_rate_stop_the_run(live: ServiceProcess) -> None:
     tokenizer = build_tokenizer()
     with DeletingClient(live.url) as client:
-        rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS, config=OPTIMAL,
-                                run="rollout-failing", backend=ScriptedBackend(tokenizer),
-                                max_failure_rate=0.2)  # fmt: skip
+        rollout = WanderRollout(
+            client,
+            tokenizer,
+            [GAME],
+            run="rollout-failing",
+            backend=ScriptedBackend(tokenizer),
+            max_failure_rate=0.2,
+        )
         with pytest.raises(
             RolloutFailed, match=r"1 of 4 episodes .* more than max_failure_rate = 0.2 of the batch"
         ):
@@ -449,8 +543,7 @@ def test_a_training_runs_rollout_rides_through_the_archives_backpressure(
         try:
             with WanderClient(service.url, retry=PATIENT) as client:
                 backend = ScriptedBackend(tokenizer)
-                rollout = WanderRollout(client, "tictactoe", tokenizer, COMPONENTS,
-                                        config=OPTIMAL, run="ride", backend=backend)  # fmt: skip
+                rollout = WanderRollout(client, tokenizer, [GAME], run="ride", backend=backend)
                 outage.down()
                 rollout([example_prompt(3)] * 2 + [example_prompt(8)] * 2)  # 4 finished
                 time.sleep(READ_EVERY)  # the backlog a process counted stands this long

@@ -6,6 +6,11 @@ options; ``wander.trainer.grpo.trl_args`` checks ``[grpo]`` as a whole before an
 model loads), ``[sampling]`` controls each turn's generation. ``rollout`` picks who
 plays the episodes: Wander's rollout function (any environment), or TRL's own
 tool loop through ``environment_factory`` (tool environments).
+
+A run trains on one environment (``env``, ``env_config``, ``split``...) or on a
+mixture: ``[[envs]]`` entries, each an environment with its own config, split,
+weight, reward weights and evaluation (``EnvironmentEntry``); ``entries()`` gives
+either as entries.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from wander.client import WanderClient
 from wander.client.retry import PATIENT
+from wander.trainer.batches import check_strata
 from wander.trainer.rollout import MAX_FAILURE_RATE
 
 
@@ -28,6 +34,47 @@ class SamplingConfig(BaseModel):
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int = Field(0, ge=0, description="0: the whole vocabulary.")
+
+
+class EnvironmentEntry(BaseModel):
+    """One environment of a run: an ``[[envs]]`` entry, or the run's own ``env``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    env: str
+    name: str = Field(
+        "",
+        description="The entry's label (default: `env`): its reward functions are logged as "
+        "rewards/<name>/<component>. Two entries may share an environment under two names "
+        "(e.g. two opponent strengths).",
+    )
+    config: dict[str, Any] = Field(default_factory=dict)
+    split: str = "train"
+    weight: float = Field(1.0, gt=0, description="Its share of each batch's groups.")
+    examples: int | None = Field(
+        None,
+        ge=1,
+        description="How many examples of the split it cycles over (none: a new one for "
+        "every group drawn).",
+    )
+    reward_weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="Weights of its score components, over the environment's own.",
+    )
+    metric_rewards: dict[str, float] = Field(
+        default_factory=dict, description="As the run's `metric_rewards`, for this entry."
+    )
+    eval_split: str = "eval"
+    eval_examples: int = Field(0, ge=0, description="Its examples played at each evaluation.")
+
+    @model_validator(mode="after")
+    def _named(self) -> EnvironmentEntry:
+        self.name = self.name or self.env
+        return self
+
+
+SINGLE_ENVIRONMENT = ("env", "env_config", "split", "metric_rewards", "eval_split", "eval_examples")
+"""The run's keys for one environment, which an ``[[envs]]`` entry holds instead."""
 
 
 class GRPORunConfig(BaseModel):
@@ -52,7 +99,17 @@ class GRPORunConfig(BaseModel):
     env: str = "tictactoe"
     env_config: dict[str, Any] = Field(default_factory=dict)
     split: str = "train"
-    examples: int = Field(1024, ge=1, description="Examples of the split to train on.")
+    examples: int = Field(
+        1024,
+        ge=1,
+        description="Examples of the split to train on; with [[envs]], the GRPO groups of "
+        "the run, drawn among the entries by weight.",
+    )
+    envs: list[EnvironmentEntry] = Field(
+        default_factory=list,
+        description="Several environments in one run: each batch's groups are drawn among "
+        "them by weight (a group is one environment's).",
+    )
     run: str | None = Field(None, description="Run label of the training episodes.")
     output_dir: str = "runs/grpo"
     max_completion_length: int = Field(1024, ge=1)
@@ -81,6 +138,48 @@ class GRPORunConfig(BaseModel):
     eval_split: str = "eval"
     grpo: dict[str, Any] = Field(default_factory=dict, description="TRL GRPOConfig options.")
     peft: dict[str, Any] | None = Field(None, description="PEFT LoraConfig options (none: full).")
+
+    @model_validator(mode="after")
+    def _one_way_to_name_environments(self) -> GRPORunConfig:
+        if not self.envs:
+            return self
+        if given := [key for key in SINGLE_ENVIRONMENT if key in self.model_fields_set]:
+            raise ValueError(
+                f"{', '.join(given)} and [[envs]] both name the run's environments: with "
+                "[[envs]], set them in each entry (env, config, split, metric_rewards, "
+                "eval_split, eval_examples)"
+            )
+        names = [entry.name for entry in self.envs]
+        if twice := sorted({name for name in names if names.count(name) > 1}):
+            raise ValueError(
+                f"[[envs]] names {', '.join(twice)} more than once: give each entry a `name`"
+            )
+        if "reward_weights" in self.grpo:
+            raise ValueError(
+                "grpo.reward_weights weighs one environment's rewards: with [[envs]], set "
+                "reward_weights in each entry (its components' names to weights)"
+            )
+        return self
+
+    def entries(self) -> list[EnvironmentEntry]:
+        """The run's environments: its ``[[envs]]``, or its one environment as an entry."""
+        if self.envs:
+            return self.envs
+        return [
+            EnvironmentEntry(
+                env=self.env,
+                config=self.env_config,
+                examples=self.examples,
+                split=self.split,
+                metric_rewards=self.metric_rewards,
+                eval_split=self.eval_split,
+                eval_examples=self.eval_examples,
+            )
+        ]
+
+    @property
+    def evaluates(self) -> bool:
+        return any(entry.eval_examples for entry in self.entries())
 
     @model_validator(mode="after")
     def _one_sampling(self) -> GRPORunConfig:
@@ -138,29 +237,24 @@ class GRPORunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _evaluation(self) -> GRPORunConfig:
-        if self.eval_examples and self.rollout == "environment_factory":
+        if self.evaluates and self.rollout == "environment_factory":
             raise ValueError(
                 'eval_examples is for rollout = "rollout_func"; TRL\'s tool loop '
                 "(environment_factory) plays every row on the training split"
             )
-        if self.grpo.get("eval_strategy", "no") != "no" and not self.eval_examples:
+        if self.grpo.get("eval_strategy", "no") != "no" and not self.evaluates:
             raise ValueError(
                 f"grpo.eval_strategy is {self.grpo['eval_strategy']!r} but eval_examples is 0: "
-                f"set how many examples of the {self.eval_split!r} split to evaluate on"
+                "set how many examples of the eval_split to evaluate on"
             )
         return self
 
     @model_validator(mode="after")
     def _stratified_batches(self) -> GRPORunConfig:
-        groups = self.env_config.get("num_groups")
         generations = self.grpo.get("num_generations")
         batch = self.grpo.get("generation_batch_size")
-        if groups and generations and batch and batch // generations != groups:
-            raise ValueError(
-                f"env_config.num_groups ({groups}) must equal generation_batch_size / "
-                f"num_generations ({batch} / {generations}) so that every batch spans the "
-                "opponent strata evenly"
-            )
+        if generations and batch:
+            check_strata(self.entries(), batch // generations)
         return self
 
     @model_validator(mode="after")
@@ -172,7 +266,12 @@ class GRPORunConfig(BaseModel):
                 'sampling.max_tokens_per_turn is for rollout = "rollout_func"; TRL\'s tool '
                 "loop (environment_factory) generates each turn within max_completion_length"
             )
-        if self.metric_rewards:
+        if any(entry.reward_weights for entry in self.entries()):
+            raise ValueError(
+                '[[envs]] reward_weights is for rollout = "rollout_func"; TRL\'s tool loop '
+                "(environment_factory) rewards each entry with Wander's score total"
+            )
+        if any(entry.metric_rewards for entry in self.entries()):
             raise ValueError(
                 'metric_rewards is for rollout = "rollout_func"; TRL\'s tool loop '
                 "(environment_factory) is rewarded with Wander's score total"

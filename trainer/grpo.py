@@ -5,41 +5,30 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import random
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from wander.client import WanderClient
 from wander.client.models import RewardComponent
 from wander.trainer.backends import Sampling
-from wander.trainer.config import GRPORunConfig
+from wander.trainer.batches import evaluation_rows, training_rows
+from wander.trainer.config import EnvironmentEntry, GRPORunConfig
 from wander.trainer.models import device_defaults
-from wander.trainer.rollout import TOTAL, WanderRollout, example_prompt
-from wander.trainer.tool_environment import tool_environment, wander_score
-
-
-def stratified_order(examples: int, groups: int, seed: int = 0) -> list[int]:
-    """Example indices in blocks of ``groups`` consecutive examples, blocks shuffled.
-
-    The environment puts example i in difficulty stratum i mod ``groups``, so
-    every block spans the strata evenly; with ``groups = generation batch /
-    num_generations`` every generation batch is one block.
-    """
-    starts = range(0, examples, groups)
-    blocks = [list(range(start, min(start + groups, examples))) for start in starts]
-    random.Random(seed).shuffle(blocks)
-    return [index for block in blocks for index in block]
+from wander.trainer.rollout import TOTAL, Task, WanderRollout, example_prompt
+from wander.trainer.tool_environment import score_reward, tool_environment, wander_score
 
 
 def reward_function(
-    component: str, *, counts_failures: bool = False
+    field: str, *, reports: bool = False, totals: Mapping[str, Mapping[str, float]] | None = None
 ) -> Callable[..., list[float | None]]:
     """A TRL reward function reading one field the rollout returned (a score component
     or a rewarded metric): None for a failed episode, which TRL leaves out of its
-    group's baseline (advantage 0). ``counts_failures``: also logs how many episodes
-    of the batch failed, as ``wander/failed_episodes`` (one of a run's reward
-    functions does)."""
+    group's baseline (advantage 0), and for another task's. ``reports``: also logs
+    how many episodes of the batch failed, as ``wander/failed_episodes``, and each
+    task's mean reward as ``wander/<task>/reward`` (``totals``: each task's fields and
+    their weights; one of a run's reward functions reports)."""
 
     def reward(
         prompts: list[Any],
@@ -47,12 +36,19 @@ def reward_function(
         log_metric: Callable[[str, float], None] | None = None,
         **fields: Any,
     ) -> list[float | None]:
-        values = fields[component]
-        if counts_failures and log_metric is not None:
-            log_metric("wander/failed_episodes", float(sum(value is None for value in values)))
-        return [None if value is None else float(value) for value in values]
+        if reports and log_metric is not None:
+            log_metric("wander/failed_episodes", float(sum(fields["wander_failed"])))
+            for task, weights in (totals or {}).items():
+                played = [
+                    sum(weight * fields[name][i] for name, weight in weights.items())
+                    for i, label in enumerate(fields["wander_task"])
+                    if label == task and not fields["wander_failed"][i]
+                ]
+                if played:
+                    log_metric(f"wander/{task}/reward", sum(played) / len(played))
+        return [None if value is None else float(value) for value in fields[field]]
 
-    reward.__name__ = component
+    reward.__name__ = field
     return reward
 
 
@@ -85,7 +81,7 @@ def trl_args(run: GRPORunConfig) -> Any:
         "top_k": run.sampling.top_k,
         "shuffle_dataset": False,  # the order below keeps batches stratified
         "report_to": "none",
-        **({"eval_strategy": "steps"} if run.eval_examples else {}),
+        **({"eval_strategy": "steps"} if run.evaluates else {}),
         **device_defaults(),
         **run.grpo,
     }
@@ -133,73 +129,109 @@ class RolloutPlan:
 
     reward_funcs: list[Callable[..., list[Any]]]
     reward_weights: list[float]
-    row: Callable[[int], dict[str, Any]]
+    row: Callable[[str, int], dict[str, Any]]
+    """The dataset row of an entry's example."""
     generation: dict[str, Any]
 
 
-def rollout_func_plan(run: GRPORunConfig, client: WanderClient, tokenizer: Any) -> RolloutPlan:
-    """Wander's rollout function plays the episodes; one reward function per score
-    component, with the environment's weight, then one per ``metric_rewards`` entry,
-    with its own."""
-    listed = client.environment(run.env).reward_components
+def rollout_task(entry: EnvironmentEntry, client: WanderClient) -> tuple[Task, list[float]]:
+    """An entry's task (one reward field per score component, then one per
+    ``metric_rewards`` entry) and its fields' weights: the environment's for its
+    components unless the entry's ``reward_weights`` say otherwise, then its own."""
+    listed = client.environment(entry.env).reward_components
     # An environment that names its components as it plays lists none: its total is the reward.
     components = listed or [RewardComponent(name=TOTAL, weight=1.0)]
     names = [c.name for c in components]
-    if clashes := sorted(set(names) & run.metric_rewards.keys()):
+    if clashes := sorted(set(names) & entry.metric_rewards.keys()):
         raise ValueError(
-            f"metric_rewards names {', '.join(clashes)}, which {run.env}'s score components "
-            "name too: weigh a component with [grpo] reward_weights"
+            f"metric_rewards names {', '.join(clashes)}, which {entry.env}'s score components "
+            "name too: weigh a component with reward_weights"
         )
-
-    def rollout(split: str, label: str | None) -> WanderRollout:
-        return WanderRollout(
-            client,
-            run.env,
-            tokenizer,
-            names,
-            metrics=list(run.metric_rewards),
-            config=run.env_config,
-            split=split,
-            run=label,
-            sampling=Sampling(
-                run.sampling.max_tokens_per_turn,
-                run.sampling.temperature,
-                run.sampling.top_p,
-                run.sampling.top_k,
-            ),
-            max_completion_length=run.max_completion_length,
-            max_failure_rate=run.max_failure_rate,
+    if unknown := sorted(entry.reward_weights.keys() - set(names)):
+        raise ValueError(
+            f"[[envs]] {entry.name!r}: reward_weights names {', '.join(unknown)}, which is not "
+            f"one of {entry.env}'s score components ({', '.join(names)})"
         )
+    task = Task(entry.env, names, list(entry.metric_rewards), entry.config, entry.split, entry.name)
+    weights = [entry.reward_weights.get(c.name, c.weight) for c in components]
+    return task, [*weights, *entry.metric_rewards.values()]
 
-    train = rollout(run.split, run.run)
-    evaluation = rollout(run.eval_split, f"{run.run}-eval" if run.run else None)
+
+def rollout_func_plan(run: GRPORunConfig, client: WanderClient, tokenizer: Any) -> RolloutPlan:
+    """Wander's rollout function plays the episodes of every entry (``rollout_task``);
+    one reward function per field it returns, each with its weight."""
+    entries = run.entries()
+    tasks, weights = zip(*(rollout_task(entry, client) for entry in entries), strict=True)
+    options: dict[str, Any] = {
+        "sampling": Sampling(
+            run.sampling.max_tokens_per_turn,
+            run.sampling.temperature,
+            run.sampling.top_p,
+            run.sampling.top_k,
+        ),
+        "max_completion_length": run.max_completion_length,
+        "max_failure_rate": run.max_failure_rate,
+    }
+    train = WanderRollout(client, tokenizer, tasks, run=run.run, **options)
+    evaluation = WanderRollout(
+        client,
+        tokenizer,
+        [
+            dataclasses.replace(task, split=entry.eval_split)
+            for task, entry in zip(tasks, entries, strict=True)
+        ],
+        run=f"{run.run}-eval" if run.run else None,
+        **options,
+    )
+    weight_of = dict(zip(train.fields, itertools.chain(*weights), strict=True))
+    totals = {
+        task.label: {name: weight_of[name] for name, (of, _) in train.fields.items() if of is task}
+        for task in tasks
+    }
     return RolloutPlan(
         [
-            reward_function(name, counts_failures=i == 0)
-            for i, name in enumerate([*names, *run.metric_rewards])
+            reward_function(name, reports=i == 0, totals=totals if len(tasks) > 1 else None)
+            for i, name in enumerate(train.fields)
         ],
-        [*(c.weight for c in components), *run.metric_rewards.values()],
-        lambda example: {"prompt": example_prompt(example)},
-        {"rollout_func": ByMode(train, evaluation) if run.eval_examples else train},
+        list(weight_of.values()),
+        lambda task, example: {"prompt": example_prompt(example, task)},
+        {"rollout_func": ByMode(train, evaluation) if run.evaluates else train},
     )
 
 
 def environment_factory_plan(run: GRPORunConfig, client: WanderClient) -> RolloutPlan:
     """TRL's tool loop plays the episodes (``tool_environment``); the reward is Wander's
     score total. A row is its example: TRL hands it to ``reset``, and with no
-    ``prompt`` column the prompt is the episode's opening text."""
-    factory = tool_environment(client, run.env, config=run.env_config, split=run.split, run=run.run)
+    ``prompt`` column the prompt is the episode's opening text. With several entries,
+    TRL's dict ``environment_factory`` holds one per entry, a row names its entry
+    (``environment``), and each entry's score is a reward function of its own."""
+    factories = {
+        entry.name: tool_environment(
+            client, entry.env, config=entry.config, split=entry.split, run=run.run
+        )
+        for entry in run.entries()
+    }
+    if not run.envs:
+        [factory] = factories.values()
+        return RolloutPlan(
+            [wander_score],
+            [1.0],
+            lambda task, example: {"example": example},
+            {"environment_factory": factory},
+        )
     return RolloutPlan(
-        [wander_score],
-        [1.0],
-        lambda example: {"example": example},
-        {"environment_factory": factory},
+        [score_reward(kind, name) for name, kind in factories.items()],
+        [1.0] * len(factories),
+        lambda task, example: {"environment": task, "example": example},
+        {"environment_factory": factories},
     )
 
 
 def build_trainer(run: GRPORunConfig, client: WanderClient, model: Any, tokenizer: Any) -> Any:
-    """TRL's ``GRPOTrainer`` for the run, its examples in stratified order; with
-    ``eval_examples``, the first examples of ``eval_split`` to evaluate on."""
+    """TRL's ``GRPOTrainer`` for the run: its groups drawn among its environments by
+    weight, each one's examples in stratified order (``batches.training_rows``); with
+    ``eval_examples``, each environment's first examples of its ``eval_split`` to
+    evaluate on."""
     from datasets import Dataset
     from trl import GRPOTrainer
 
@@ -212,21 +244,20 @@ def build_trainer(run: GRPORunConfig, client: WanderClient, model: Any, tokenize
         plan = rollout_func_plan(run, client, tokenizer)
     args.reward_weights = reward_weights(run, plan)
     groups = args.generation_batch_size // args.num_generations
-    order = stratified_order(run.examples, groups, args.seed)
+    rows = training_rows(run.entries(), run.examples, groups, args.seed)
     peft_config = None
     if run.peft is not None:
         from peft import LoraConfig
 
         peft_config = LoraConfig(task_type="CAUSAL_LM", **run.peft)
+    evaluation = evaluation_rows(run.entries())
     return GRPOTrainer(
         model=model,
         reward_funcs=plan.reward_funcs,
         args=args,
-        train_dataset=Dataset.from_list([plan.row(i) for i in order]),
+        train_dataset=Dataset.from_list([plan.row(*row) for row in rows]),
         eval_dataset=(
-            Dataset.from_list([plan.row(i) for i in range(run.eval_examples)])
-            if run.eval_examples
-            else None
+            Dataset.from_list([plan.row(*row) for row in evaluation]) if evaluation else None
         ),
         processing_class=tokenizer,
         peft_config=peft_config,

@@ -2,17 +2,21 @@
 
 TRL's ``GRPOTrainer`` hands ``rollout_func`` the prompts of a generation batch,
 each repeated ``num_generations`` times in a row. Each prompt is a handle naming
-an example; each run of identical handles becomes one episode group on the
-service (same example, same seed). All the episodes of the batch are then played
-turn by turn together: generate for every live episode, send the actions in one
-batch ``POST /v1/step``, repeat until all are done.
+a task (an environment with its config and split: a run may train on several)
+and an example; each run of identical handles becomes one episode group on the
+service (same example, same seed). All the episodes of the batch, whatever their
+environments, are then played turn by turn together: generate for every live
+episode, send the actions in one batch ``POST /v1/step``, repeat until all are
+done.
 
 What the trainer learns from is the model's own sampled token ids for its turns;
 the environment's turns are tokenized from the chat-template delta and masked
 out of the loss (``env_mask`` 0). The service's score components come back as
 extra fields, one per reward component, and so do the numeric score metrics a run
 rewards (``metrics``: e.g. tic-tac-toe's count of invalid moves, where the
-``invalid_move`` component marks a game once however many it holds).
+``invalid_move`` component marks a game once however many it holds). With several
+tasks each field is named after its task (``tictactoe/win``) and is None for the
+other tasks' episodes (``WanderRollout.fields``).
 
 The trainer's sequence is the conversation as the chat template renders it, each
 model turn as sampled: prompt, then per turn the model's tokens (up to and with
@@ -37,10 +41,10 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from wander.client import Score, StepError, WanderClient
 from wander.client.retry import NO_RETRY
@@ -63,18 +67,45 @@ episodes (expired, or hit by an environment's bug) cost a few samples; more mean
 something is wrong with the service or the environment."""
 
 
-def example_prompt(example: int) -> list[dict[str, str]]:
-    """The dataset's ``prompt`` for an example: a handle the rollout resolves on the service."""
-    return [{"role": "user", "content": json.dumps({"wander_example": example})}]
+@dataclass(frozen=True)
+class Task:
+    """What a rollout plays: an environment's episodes, with their config and split,
+    and the score fields it returns for them."""
+
+    env: str
+    components: Sequence[str]
+    metrics: Sequence[str] = ()
+    """Score metrics returned as fields too, for reward functions over them; each
+    must be a number in every score."""
+    config: dict[str, Any] | None = None
+    split: str = "train"
+    name: str = ""
+    """The task's name in handles and fields (default: ``env``)."""
+
+    @property
+    def label(self) -> str:
+        return self.name or self.env
 
 
-def _example(prompt: Sequence[dict[str, Any]]) -> int:
-    return int(json.loads(prompt[-1]["content"])["wander_example"])
+Handle = tuple[str, int]
+"""A task's name and an example: what a dataset prompt names."""
+
+
+def example_prompt(example: int, task: str | None = None) -> list[dict[str, str]]:
+    """The dataset's ``prompt`` for an example of ``task`` (of the rollout's only task
+    if None): a handle the rollout resolves on the service."""
+    handle: dict[str, Any] = {"wander_example": example}
+    if task is not None:
+        handle["wander_task"] = task
+    return [{"role": "user", "content": json.dumps(handle)}]
+
+
+H = TypeVar("H", bound=Hashable)
 
 
 def episode_groups(
-    examples: Sequence[int], size: int | None, process: int = 0, processes: int = 1
-) -> list[tuple[int, int]]:
+    examples: Sequence[H], size: int | None, process: int = 0, processes: int = 1
+) -> list[tuple[H, int]]:
     """``(example, episodes)`` for each episode group of a batch's examples.
 
     TRL computes a GRPO group's advantages over ``size`` (``num_generations``)
@@ -97,8 +128,8 @@ def episode_groups(
     for group in groups:
         if len(set(group)) > 1:
             raise ValueError(
-                f"examples {sorted(set(group))} share a group of num_generations = {size}: "
-                "rollout_func expects each prompt repeated num_generations times in a row"
+                f"examples {sorted(set(group), key=repr)} share a group of num_generations = "
+                f"{size}: rollout_func expects each prompt repeated num_generations times in a row"
             )
     return [(group[0], len(group)) for group in groups]
 
@@ -216,6 +247,7 @@ def environment_tokens(
 class Trajectory:
     """One episode's tokens as the trainer sees them."""
 
+    task: str
     episode_id: str
     turn: int
     messages: list[dict[str, Any]]
@@ -276,13 +308,9 @@ class WanderRollout:
     def __init__(
         self,
         client: WanderClient,
-        env: str,
         tokenizer: Any,
-        components: Sequence[str],
+        tasks: Sequence[Task],
         *,
-        metrics: Sequence[str] = (),
-        config: dict[str, Any] | None = None,
-        split: str = "train",
         run: str | None = None,
         sampling: Sampling | None = None,
         max_completion_length: int = 1024,
@@ -290,15 +318,15 @@ class WanderRollout:
         stop_ids: Sequence[int] | None = None,
         max_failure_rate: float = MAX_FAILURE_RATE,
     ) -> None:
-        """``metrics``: score metrics returned as fields too, for reward functions
-        over them; each must be a number in every score. ``stop_ids``: the tokens that
-        end a model's turn; by default the trainer's model's, as TRL stops on them
-        (``stop_token_ids``). ``max_failure_rate``: the share of a batch's episodes
-        that may fail (see the module docstring)."""
-        self.client, self.env, self.tokenizer = client, env, tokenizer
-        self.components = list(components)
-        self.metrics = list(metrics)
-        self.config, self.split, self.run = config, split, run
+        """``tasks``: what the handles name (a handle without a task name names the
+        only one). ``stop_ids``: the tokens that end a model's turn; by default the
+        trainer's model's, as TRL stops on them (``stop_token_ids``).
+        ``max_failure_rate``: the share of a batch's episodes that may fail (see the
+        module docstring)."""
+        self.client, self.tokenizer, self.run = client, tokenizer, run
+        self.tasks = {task.label: task for task in tasks}
+        if len(self.tasks) != len(tasks) or not tasks:
+            raise ValueError(f"a rollout plays tasks of distinct names, not {list(tasks)}")
         self.sampling = sampling or Sampling()
         self.max_completion_length = max_completion_length
         self.backend = backend
@@ -337,6 +365,32 @@ class WanderRollout:
             ):
                 yield TransformersBackend(model, self.tokenizer, self.sampling)
 
+    @property
+    def fields(self) -> dict[str, tuple[Task, str]]:
+        """The score fields a batch's output holds, each with its task and the score
+        component or metric it reads: named after the component (``win``), or, with
+        several tasks, after the task too (``tictactoe/win``; None for the other
+        tasks' episodes). Components first, then metrics, task by task."""
+        named = len(self.tasks) > 1
+        return {
+            f"{task.label}/{what}" if named else what: (task, what)
+            for task in self.tasks.values()
+            for what in [*task.components, *task.metrics]
+        }
+
+    def handle(self, prompt: Sequence[dict[str, Any]]) -> Handle:
+        """The task and example a dataset prompt names (``example_prompt``)."""
+        named = json.loads(prompt[-1]["content"])
+        if "wander_task" in named:
+            task = str(named["wander_task"])
+            if task not in self.tasks:
+                raise ValueError(f"a prompt names task {task!r}; the rollout's: {list(self.tasks)}")
+        elif len(self.tasks) == 1:
+            [task] = self.tasks
+        else:
+            raise ValueError(f"a prompt names no task of several: {list(self.tasks)}")
+        return task, int(named["wander_example"])
+
     def stops_for(self, trainer: Any) -> set[int]:
         if self.stop_ids is not None:
             return set(self.stop_ids)
@@ -348,10 +402,10 @@ class WanderRollout:
         prompts; see ``processes``), played in step with the other processes."""
         processes = Processes(None if trainer is None else trainer.accelerator)
         stops = self.stops_for(trainer)
-        examples = [_example(prompt) for prompt in prompts]
+        handles = [self.handle(prompt) for prompt in prompts]
         trajectories: list[Trajectory] = []
         try:
-            self._start(episode_groups(examples, *batch_layout(trainer)), trajectories)
+            self._start(episode_groups(handles, *batch_layout(trainer)), trajectories)
             with self.backend_for(trainer, processes) as backend:
                 self._play(trajectories, backend, stops, processes)
             self._check_failures(trajectories, processes)
@@ -368,11 +422,15 @@ class WanderRollout:
             "logprobs": [t.logprobs for t in trajectories],
             "env_mask": [t.env_mask for t in trajectories],
             "episode_id": [t.episode_id for t in trajectories],
+            "wander_task": [t.task for t in trajectories],
+            "wander_failed": [t.failure is not None for t in trajectories],
         }
-        for name in self.components:
-            output[name] = [None if score is None else component(score, name) for score in scores]
-        for name in self.metrics:
-            output[name] = [None if score is None else metric(score, name) for score in scores]
+        for name, (task, what) in self.fields.items():
+            read = component if what in task.components else metric
+            output[name] = [
+                read(score, what) if score is not None and t.task == task.label else None
+                for t, score in zip(trajectories, scores, strict=True)
+            ]
         return output
 
     def _play(
@@ -464,14 +522,15 @@ class WanderRollout:
         finally:
             self.client.retry = patient
 
-    def _start(self, groups: list[tuple[int, int]], trajectories: list[Trajectory]) -> None:
+    def _start(self, groups: list[tuple[Handle, int]], trajectories: list[Trajectory]) -> None:
         """One episode group per GRPO group (``episode_groups``), added to
         ``trajectories`` as each is created."""
-        for example, n in groups:
+        for (name, example), n in groups:
+            task = self.tasks[name]
             group = self.client.create(
-                self.env,
-                config=self.config,
-                split=self.split,
+                task.env,
+                config=task.config,
+                split=task.split,
                 example=example,
                 n=n,
                 run=self.run,
@@ -481,7 +540,7 @@ class WanderRollout:
                 rendered = render(self.tokenizer, messages, True, self.chat_template)
                 prompt = prompt_tokens(self.tokenizer, rendered)
                 trajectories.append(
-                    Trajectory(episode.id, episode.turn, messages, rendered, prompt)
+                    Trajectory(name, episode.id, episode.turn, messages, rendered, prompt)
                 )
 
     def _advance(

@@ -150,30 +150,49 @@ def tool_environment(
     return type(name, (WanderToolEnvironment,), attributes)
 
 
-def wander_score(
-    completions: Sequence[Sequence[Mapping[str, Any]]],
-    environments: Sequence[Any],
-    log_metric: Callable[[str, float], None] | None = None,
-    log_extra: Callable[[str, list[Any]], None] | None = None,
-    **_: Any,
-) -> list[float | None]:
-    """TRL reward function: finish each rollout's episode with its last message and
-    return Wander's score total (None for a rollout of another environment class).
-    Logs the mean of each score component (``wander/<component>``) and each
-    completion's episode id (``wander_episode``, in TRL's completions table)."""
-    scores: list[Score | None] = [
-        environment._finish(completion[-1])
-        if isinstance(environment, WanderToolEnvironment)
-        else None
-        for completion, environment in zip(completions, environments, strict=True)
-    ]
-    if log_metric is not None:
-        by_component: dict[str, list[float]] = {}
-        for score in scores:
-            for component, value in (score.components if score else {}).items():
-                by_component.setdefault(component, []).append(value)
-        for component, values in by_component.items():
-            log_metric(f"wander/{component}", sum(values) / len(values))
-    if log_extra is not None:
-        log_extra("wander_episode", [score.episode_id if score else None for score in scores])
-    return [score.total if score else None for score in scores]
+def score_reward(
+    kind: type[WanderToolEnvironment] = WanderToolEnvironment, name: str = "wander_score"
+) -> Callable[..., list[float | None]]:
+    """A TRL reward function over the rollouts of ``kind`` (of every Wander tool
+    environment by default; of exactly that class when a run has several): it finishes
+    each one's episode with its last message and returns Wander's score total (None
+    for a rollout of another class). Logs the mean of each score component
+    (``wander/<component>``, or ``wander/<name>/<component>`` for one class) and each
+    completion's episode id (``wander_episode``, or ``wander_episode/<name>``, in
+    TRL's completions table)."""
+    scope = "" if kind is WanderToolEnvironment else f"{name}/"
+
+    def mine(environment: Any) -> bool:
+        if kind is WanderToolEnvironment:
+            return isinstance(environment, WanderToolEnvironment)
+        return type(environment) is kind
+
+    def reward(
+        completions: Sequence[Sequence[Mapping[str, Any]]],
+        environments: Sequence[Any],
+        log_metric: Callable[[str, float], None] | None = None,
+        log_extra: Callable[[str, list[Any]], None] | None = None,
+        **_: Any,
+    ) -> list[float | None]:
+        scores: list[Score | None] = [
+            environment._finish(completion[-1]) if mine(environment) else None
+            for completion, environment in zip(completions, environments, strict=True)
+        ]
+        if log_metric is not None:
+            by_component: dict[str, list[float]] = {}
+            for score in scores:
+                for component, value in (score.components if score else {}).items():
+                    by_component.setdefault(component, []).append(value)
+            for component, values in by_component.items():
+                log_metric(f"wander/{scope}{component}", sum(values) / len(values))
+        if log_extra is not None:
+            column = f"wander_episode/{name}" if scope else "wander_episode"
+            log_extra(column, [score.episode_id if score else None for score in scores])
+        return [score.total if score else None for score in scores]
+
+    reward.__name__ = name
+    return reward
+
+
+wander_score = score_reward()
+"""The reward function of a run on one tool environment."""
