@@ -242,10 +242,13 @@ class VenvInstallError(RuntimeError):
     """pip could not install a `cached_venv`'s packages; the message is pip's stderr."""
 
 
-def cached_venv(home: Path, packages: Sequence[str], constraints: Path) -> Path:
-    """The ``python`` of a venv at ``home`` holding ``packages`` (pip arguments), built
-    on first use and kept: a ``.complete`` marker says the install finished, so a build
-    cut short is started again rather than used half-done."""
+def cached_venv(
+    home: Path, packages: Sequence[str], constraints: Path, unwanted: Sequence[str] = ()
+) -> Path:
+    """The ``python`` of a venv at ``home`` holding ``packages`` (pip arguments), less
+    the ``unwanted`` distributions they pulled in, built on first use and kept: a
+    ``.complete`` marker says the install finished, so a build cut short is started
+    again rather than used half-done."""
     python = home / "bin" / "python"
     if (home / ".complete").exists():
         return python
@@ -256,6 +259,9 @@ def cached_venv(home: Path, packages: Sequence[str], constraints: Path) -> Path:
         capture_output=True,
         text=True,
     )
+    if install.returncode == 0 and unwanted:
+        remove = [python, "-m", "pip", "uninstall", "--yes", "--quiet", *unwanted]
+        install = subprocess.run(remove, capture_output=True, text=True)
     if install.returncode != 0:
         shutil.rmtree(home, ignore_errors=True)
         raise VenvInstallError(install.stderr)

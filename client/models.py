@@ -45,6 +45,13 @@ def _storable_text(text: str) -> str:
     return text
 
 
+def storable(text: str) -> str:
+    """A model's text as Wander takes it: the NUL character, which the service refuses
+    (PostgreSQL cannot store it) and an untrained model samples like any other byte,
+    becomes U+FFFD."""
+    return text.replace("\0", "\ufffd")
+
+
 def _storable_json(value: Any) -> Any:
     """Free-form JSON (configs, metadata) as the store and the archive can keep it:
     finite numbers, 64-bit integers, no NUL in strings or keys."""

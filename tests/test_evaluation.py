@@ -293,6 +293,33 @@ async def test_the_openai_policy_sends_what_openai_expects() -> None:
     }
 
 
+async def test_the_openai_policy_takes_a_message_as_servers_send_it() -> None:
+    """OpenAI's and vLLM's messages hold more than an action (``refusal``, ``annotations``,
+    ``audio``, ``reasoning_content``, an empty ``tool_calls``): the text and the calls
+    are the action; a NUL a model sampled is sent as U+FFFD, which the service takes."""
+    message = {
+        "role": "assistant", "content": "<move>4</move>\0", "refusal": None,
+        "annotations": [], "audio": None, "function_call": None, "tool_calls": [],
+        "reasoning_content": None,
+    }  # fmt: skip
+    call = {"id": "c1", "type": "function", "index": 0,
+            "function": {"name": "run_sql", "arguments": "{}"}}  # fmt: skip
+    replies = iter([message, {**message, "content": None, "tool_calls": [call]}])
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        choice = {"index": 0, "message": next(replies), "logprobs": None, "finish_reason": "stop"}
+        return httpx.Response(200, json={"id": "x", "object": "chat.completion",
+                                         "choices": [choice], "usage": {}})  # fmt: skip
+
+    policy = endpoint(reply)
+    said = await policy.act([Message(role="user", content="hi")])
+    called = await policy.act([Message(role="user", content="hi")])
+    await policy.aclose()
+    assert said == AssistantMessage(content="<move>4</move>\ufffd")
+    assert called.content is None and called.tool_calls is not None
+    assert [c.function.name for c in called.tool_calls] == ["run_sql"]
+
+
 def endpoint(reply: Callable[[httpx.Request], httpx.Response]) -> OpenAIChatPolicy:
     return OpenAIChatPolicy(
         "m", "http://llm.test/v1/", retry=NO_RETRY, transport=httpx.MockTransport(reply)

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from wander.client import AssistantMessage, Message
+from wander.client.models import storable
 from wander.trainer.backends import Backend, Sampling, TransformersBackend
 from wander.trainer.models import load
 from wander.trainer.rollout import render
-from wander.trainer.text import storable
 
 
 class BackendPolicy:

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from wander.client import Score, StepError, WanderClient
+from wander.client.models import storable
 from wander.client.retry import NO_RETRY
 from wander.trainer.backends import (
     Backend,
@@ -57,7 +58,6 @@ from wander.trainer.backends import (
     stop_token_ids,
 )
 from wander.trainer.processes import Processes
-from wander.trainer.text import storable
 
 log = logging.getLogger(__name__)
 

@@ -75,16 +75,22 @@ def build_tokenizer(*, tools: bool = False) -> PreTrainedTokenizerFast:
     return wrapped
 
 
+HEAD_SIZE = 32
+"""The smallest head size vLLM's CPU attention kernel serves (it refuses 16)."""
+
+
 def build_model(
     tokenizer: PreTrainedTokenizerFast,
     *,
     hidden_size: int = 64,
     layers: int = 2,
-    heads: int = 4,
+    heads: int | None = None,
     max_positions: int = 4096,
     seed: int = 0,
 ) -> LlamaForCausalLM:
-    """A freshly initialised decoder sized for ``tokenizer``."""
+    """A freshly initialised decoder sized for ``tokenizer``, with heads of
+    ``HEAD_SIZE`` unless ``heads`` says how many: vLLM's CPU attention kernel serves
+    head sizes of 32 and up, and the tests serve this model on it."""
     import torch
 
     torch.manual_seed(seed)
@@ -93,8 +99,8 @@ def build_model(
         hidden_size=hidden_size,
         intermediate_size=4 * hidden_size,
         num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=heads,
+        num_attention_heads=heads or hidden_size // HEAD_SIZE,
+        num_key_value_heads=heads or hidden_size // HEAD_SIZE,
         max_position_embeddings=max_positions,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from wander.client import AssistantMessage, Episode, Message, Score, ToolCall, WanderClient
-from wander.trainer.text import storable
+from wander.client.models import storable
 from wander.trainer.tool_methods import tool_method
 
 

@@ -13,13 +13,27 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from wander.client._api import Call
 from wander.client.errors import PolicyEndpointError, WanderAPIError, WanderConnectionError
-from wander.client.models import AssistantMessage, Message
+from wander.client.models import AssistantMessage, Message, ToolCall, storable
 from wander.client.retry import Retry
 from wander.client.transport import asend, display_url
 
 
+class _Reply(BaseModel):
+    """A choice's message as servers send it, with more than an action holds (OpenAI's
+    ``refusal``, ``annotations`` and ``audio``, vLLM's ``reasoning_content``, an empty
+    ``tool_calls``): its text and tool calls are the action, the rest is dropped."""
+
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+
+    def action(self) -> AssistantMessage:
+        """The action: the text as Wander takes it (``storable``), the calls if any."""
+        text = None if self.content is None else storable(self.content)
+        return AssistantMessage(content=text, tool_calls=self.tool_calls or None)
+
+
 class _Choice(BaseModel):
-    message: AssistantMessage
+    message: _Reply
 
 
 class _Completion(BaseModel):
@@ -105,7 +119,7 @@ class OpenAIChatPolicy:
 
     def _first_message(self, response: httpx.Response) -> AssistantMessage:
         try:
-            return _COMPLETION.validate_json(response.content).choices[0].message
+            return _COMPLETION.validate_json(response.content).choices[0].message.action()
         except (ValidationError, IndexError) as exc:
             problem = f"answered something other than a chat completion: {response.text[:200]!r}"
             raise PolicyEndpointError(self.url, problem) from exc
