@@ -8,9 +8,11 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -21,14 +23,16 @@ from typer.testing import CliRunner
 
 from tests.helpers import DeletingClient, plugin_service
 from wander.cli import app as cli
-from wander.client import WanderClient
+from wander.client import Score, WanderClient
 from wander.testing import ServiceProcess, free_port
+from wander.trainer.backends import Sampling
 from wander.trainer.batches import stratified_order, training_rows
 from wander.trainer.config import EnvironmentEntry, GRPORunConfig, load_config
 from wander.trainer.gradients import FiniteGradients
 from wander.trainer.grpo import CISPO_EPSILON_HIGH, build_trainer, trl_args
 from wander.trainer.models import load
-from wander.trainer.tool_environment import tool_environment, wander_score
+from wander.trainer.rollout import Task, WanderRollout, example_prompt
+from wander.trainer.tool_environment import WanderToolEnvironment, tool_environment, wander_score
 from wander.trainer.tool_methods import tool_method
 
 
@@ -124,6 +128,101 @@ def test_a_failed_episode_is_left_out_and_counted_by_grpo(
     assert rewards.pop(deleted) is None and None not in rewards.values()
     [logged] = [entry for entry in trainer.state.log_history if "loss" in entry]
     assert logged["wander/failed_episodes"] == 1.0 and math.isfinite(logged["loss"])
+
+
+class StepTimes(TrainerCallback):
+    """When each optimizer step began and ended."""
+
+    def __init__(self) -> None:
+        self.began: list[float] = []
+        self.ended: list[float] = []
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.began.append(time.monotonic())
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.ended.append(time.monotonic())
+
+
+def test_asynchronous_rollouts_play_the_next_batch_while_the_trainer_trains(
+    service: ServiceProcess, tmp_path: Path
+) -> None:
+    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    run = GRPORunConfig(
+        model="tiny", url=service.url, env="digits", examples=8, run="grpo-async",
+        output_dir=str(tmp_path / "out"), max_completion_length=64, max_staleness=1,
+        sampling={"max_tokens_per_turn": 8},
+        grpo={
+            "num_generations": 4, "generation_batch_size": 8, "per_device_train_batch_size": 8,
+            "max_steps": 3, "learning_rate": 1e-2, "logging_steps": 1, "save_strategy": "no",
+            "loss_type": "cispo",
+        },
+    )  # fmt: skip
+    model, tokenizer = load("tiny")
+    times = StepTimes()
+    with WanderClient(service.url) as client:
+        trainer = build_trainer(run, client, model, tokenizer)
+        trainer.add_callback(times)
+        played = trainer.rollout_func.train
+        trainer.train()
+        episodes = archived(client, "grpo-async", 24)
+
+    assert type(trainer).__name__ == "OffPolicyGRPOTrainer"
+    steps = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert all(math.isfinite(step["loss"]) for step in steps)
+    # The first batch was played by the initial policy for the first step; each later one
+    # by the policy one step older than the one it trained, and was begun while the
+    # trainer was still training on the batch before (it ended with the step at latest).
+    assert [step["wander/staleness"] for step in steps] == [0.0, 1.0, 1.0]
+    assert [batch.version for batch in played.history] == [0, 0, 1]
+    for later, step_end in zip(played.history[1:], times.ended[:2], strict=True):
+        assert later.started < step_end
+    # Three batches asked for, three played (none ahead of a step that never came), each
+    # of 2 groups of 4 episodes, every one archived.
+    assert episodes == 24 and played.pool._shutdown
+
+
+def test_a_batch_played_ahead_is_the_one_asked_for_or_is_dropped(service: ServiceProcess) -> None:
+    """A batch asked for that was not predicted (a resumed run's first) is played there
+    and then; the batch played ahead is dropped, and the plan goes on after it."""
+    from wander.trainer.async_rollout import AsyncRollout, batch_plan
+
+    model, tokenizer = load("tiny")
+    state = SimpleNamespace(global_step=0)
+    trainer = SimpleNamespace(state=state, model=model,
+                              accelerator=SimpleNamespace(unwrap_model=lambda m: m))  # fmt: skip
+    plan = batch_plan([example_prompt(i) for i in range(4)], groups=1, generations=2)
+    with WanderClient(service.url) as client:
+        rollout = WanderRollout(client, tokenizer, [Task("digits", ["digits"])],
+                                run="async-plan", sampling=Sampling(4))  # fmt: skip
+        played = AsyncRollout(rollout, plan, ahead=1, max_staleness=1)
+        played(plan[2], trainer)  # not predicted: played now, and plan[3] ahead
+        played(plan[0], trainer)  # not predicted either: plan[3] dropped, plan[1] ahead
+        state.global_step = 1
+        output = played(plan[1], trainer)  # predicted: played ahead by step 0's policy
+        played.close()
+    assert [plan.index(batch.prompts) for batch in played.history] == [2, 3, 0, 1, 2]
+    assert output["wander_staleness"] == [1, 1] and len(set(output["episode_id"])) == 2
+    assert all(batch.output.done() for batch in played.history)
+
+
+def test_asynchronous_rollouts_are_refused_where_they_cannot_run() -> None:
+    from trl import GRPOConfig
+
+    from wander.trainer import async_rollout
+
+    with pytest.raises(ValueError, match="max_staleness is for rollout"):
+        GRPORunConfig(rollout="environment_factory", max_staleness=1)
+    options = {"output_dir": "/tmp/unused", "report_to": "none", "use_cpu": True}
+    args = GRPOConfig(**options, per_device_train_batch_size=8, num_generations=4,
+                      steps_per_generation=2)  # fmt: skip
+    with pytest.raises(ValueError, match="less than the 2 between two generation batches"):
+        async_rollout.ahead(1, args)
+    assert async_rollout.ahead(4, args) == 2
+    with pytest.raises(ValueError, match="in one process; this run has 2"):
+        async_rollout.check(args, 2)
+    with pytest.raises(ValueError, match="unshuffled"):
+        async_rollout.check(GRPOConfig(**options, shuffle_dataset=True), 1)
 
 
 def test_batches_are_stratified() -> None:
@@ -504,6 +603,22 @@ def test_wander_score_ends_every_rollout(service: ServiceProcess) -> None:
     assert (records[1].status, records[1].turn) == ("done", 1)
     assert records[1].messages[-1].content == "<answer>\ufffd</answer>"
     assert rewards == [record.score.total for record in records]
+
+
+def test_wander_score_finishes_a_batchs_episodes_at_once() -> None:
+    """Each finish waits for all four to have started: they pass only if they overlap
+    (one by one, the first would wait for the others for ever)."""
+    started = threading.Barrier(4, timeout=10)
+
+    class Waiting(WanderToolEnvironment):
+        def _finish(self, last: Mapping[str, Any]) -> Any:
+            started.wait()
+            return Score(episode_id=str(last["content"]), done=True, total=1.0, components={},
+                         weights={}, metrics={})  # fmt: skip
+
+    done = [[{"role": "assistant", "content": f"e{i}"}] for i in range(4)]
+    rewards = wander_score(completions=done, environments=[Waiting() for _ in done])
+    assert rewards == [1.0] * 4
 
 
 def test_tool_methods_give_the_tools_schema_back() -> None:

@@ -121,6 +121,14 @@ class GRPORunConfig(BaseModel):
         "the environment raised): those are left out of training (rewards None, tokens "
         "masked) and counted as wander/failed_episodes; above it the run stops.",
     )
+    max_staleness: int = Field(
+        0,
+        ge=0,
+        description="Asynchronous rollouts: how many optimizer steps old the policy behind "
+        "a sample may be. 0: lockstep (each batch played by the policy it trains). N: "
+        "the next batches are played while the trainer trains, each by the newest policy "
+        "when it starts (trainer/async_rollout.py).",
+    )
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
     metric_rewards: dict[str, float] = Field(
         default_factory=dict,
@@ -275,6 +283,11 @@ class GRPORunConfig(BaseModel):
             raise ValueError(
                 'metric_rewards is for rollout = "rollout_func"; TRL\'s tool loop '
                 "(environment_factory) is rewarded with Wander's score total"
+            )
+        if self.max_staleness:
+            raise ValueError(
+                'max_staleness is for rollout = "rollout_func"; TRL\'s tool loop '
+                "(environment_factory) generates in the trainer, batch by batch"
             )
         if "max_failure_rate" in self.model_fields_set:
             raise ValueError(

@@ -26,9 +26,11 @@ def reward_function(
     """A TRL reward function reading one field the rollout returned (a score component
     or a rewarded metric): None for a failed episode, which TRL leaves out of its
     group's baseline (advantage 0), and for another task's. ``reports``: also logs
-    how many episodes of the batch failed, as ``wander/failed_episodes``, and each
+    how many episodes of the batch failed, as ``wander/failed_episodes``, each
     task's mean reward as ``wander/<task>/reward`` (``totals``: each task's fields and
-    their weights; one of a run's reward functions reports)."""
+    their weights), and how many optimizer steps old the policy behind the batch was
+    (``wander/staleness``, with asynchronous rollouts); one of a run's reward
+    functions reports."""
 
     def reward(
         prompts: list[Any],
@@ -38,6 +40,9 @@ def reward_function(
     ) -> list[float | None]:
         if reports and log_metric is not None:
             log_metric("wander/failed_episodes", float(sum(fields["wander_failed"])))
+            if "wander_staleness" in fields:  # asynchronous rollouts
+                staleness = fields["wander_staleness"]
+                log_metric("wander/staleness", sum(staleness) / len(staleness))
             for task, weights in (totals or {}).items():
                 played = [
                     sum(weight * fields[name][i] for name, weight in weights.items())
@@ -110,10 +115,11 @@ def reward_weights(run: GRPORunConfig, plan: RolloutPlan) -> list[float]:
 
 @dataclass(frozen=True)
 class ByMode:
-    """``rollout_func`` for a trainer that evaluates too: TRL hands its evaluation
-    batches to the same function, and they are played on the evaluation split."""
+    """``rollout_func``: the training batches to ``train``; a trainer that evaluates
+    hands its evaluation batches to the same function, and they are played on the
+    evaluation split."""
 
-    train: WanderRollout
+    train: Callable[[list[list[dict[str, Any]]], Any], dict[str, Any]]
     evaluation: WanderRollout
 
     def __call__(self, prompts: list[list[dict[str, Any]]], trainer: Any = None) -> dict[str, Any]:
@@ -195,7 +201,7 @@ def rollout_func_plan(run: GRPORunConfig, client: WanderClient, tokenizer: Any) 
         ],
         list(weight_of.values()),
         lambda task, example: {"prompt": example_prompt(example, task)},
-        {"rollout_func": ByMode(train, evaluation) if run.evaluates else train},
+        {"rollout_func": ByMode(train, evaluation)},
     )
 
 
@@ -245,22 +251,50 @@ def build_trainer(run: GRPORunConfig, client: WanderClient, model: Any, tokenize
     args.reward_weights = reward_weights(run, plan)
     groups = args.generation_batch_size // args.num_generations
     rows = training_rows(run.entries(), run.examples, groups, args.seed)
+    dataset = [plan.row(*row) for row in rows]
+    trainer_class, callbacks = GRPOTrainer, [FiniteGradients()]
+    if run.max_staleness:
+        trainer_class, closing = asynchronous(run, args, plan, dataset)
+        callbacks.append(closing)
     peft_config = None
     if run.peft is not None:
         from peft import LoraConfig
 
         peft_config = LoraConfig(task_type="CAUSAL_LM", **run.peft)
     evaluation = evaluation_rows(run.entries())
-    return GRPOTrainer(
+    return trainer_class(
         model=model,
         reward_funcs=plan.reward_funcs,
         args=args,
-        train_dataset=Dataset.from_list([plan.row(*row) for row in rows]),
+        train_dataset=Dataset.from_list(dataset),
         eval_dataset=(
             Dataset.from_list([plan.row(*row) for row in evaluation]) if evaluation else None
         ),
         processing_class=tokenizer,
         peft_config=peft_config,
-        callbacks=[FiniteGradients()],
+        callbacks=callbacks,
         **plan.generation,
     )
+
+
+def asynchronous(
+    run: GRPORunConfig, args: Any, plan: RolloutPlan, dataset: list[dict[str, Any]]
+) -> tuple[type, Any]:
+    """The trainer class and the callback of a run with asynchronous rollouts: its
+    training batches played ahead (``async_rollout``), their old logprobs the
+    sampling ones (``off_policy``)."""
+    from accelerate import PartialState
+
+    from wander.trainer import async_rollout
+    from wander.trainer.off_policy import OffPolicyGRPOTrainer
+
+    async_rollout.check(args, PartialState().num_processes)
+    ahead = async_rollout.ahead(run.max_staleness, args)
+    groups = args.generation_batch_size // args.num_generations
+    prompts = [row["prompt"] for row in dataset]
+    asked = async_rollout.batches_asked(args)
+    batches = async_rollout.batch_plan(prompts, groups, args.num_generations, asked)
+    by_mode: ByMode = plan.generation["rollout_func"]
+    played = async_rollout.AsyncRollout(by_mode.train, batches, ahead, run.max_staleness)
+    plan.generation["rollout_func"] = dataclasses.replace(by_mode, train=played)
+    return OffPolicyGRPOTrainer, async_rollout.Closing(played)

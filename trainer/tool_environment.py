@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 from wander.client import AssistantMessage, Episode, Message, Score, ToolCall, WanderClient
@@ -150,6 +151,10 @@ def tool_environment(
     return type(name, (WanderToolEnvironment,), attributes)
 
 
+FINISHING_THREADS = 16
+"""How many of a batch's episodes ``score_reward`` finishes at once."""
+
+
 def score_reward(
     kind: type[WanderToolEnvironment] = WanderToolEnvironment, name: str = "wander_score"
 ) -> Callable[..., list[float | None]]:
@@ -174,10 +179,14 @@ def score_reward(
         log_extra: Callable[[str, list[Any]], None] | None = None,
         **_: Any,
     ) -> list[float | None]:
-        scores: list[Score | None] = [
-            environment._finish(completion[-1]) if mine(environment) else None
-            for completion, environment in zip(completions, environments, strict=True)
-        ]
+        def finish(completion: Sequence[Mapping[str, Any]], environment: Any) -> Score | None:
+            return environment._finish(completion[-1]) if mine(environment) else None
+
+        # Each finish is a round trip or two (the last step, the score): the batch's
+        # overlap, where one by one they would add up (TRL calls a reward function once
+        # per batch, and its tool calls one at a time).
+        with ThreadPoolExecutor(FINISHING_THREADS) as pool:
+            scores = list(pool.map(finish, completions, environments))
         if log_metric is not None:
             by_component: dict[str, list[float]] = {}
             for score in scores:

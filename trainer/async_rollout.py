@@ -1,0 +1,222 @@
+"""Asynchronous rollouts: the next batches are played while the trainer trains.
+
+In lockstep (TRL's own order) a generation batch is played, then trained on, then
+the next one is played: the trainer waits for every episode of the batch, the
+service's round trips and the slowest game included, and the sampler waits for
+every optimizer step. ``AsyncRollout`` plays up to ``max_staleness`` batches ahead
+in a thread of its own, each with the newest policy the trainer has published when
+the batch starts; the trainer then trains on samples of a policy at most
+``max_staleness`` optimizer steps old (``wander/staleness`` in the metrics).
+
+The gradient of such a sample needs the importance weight against the policy that
+sampled it: ``off_policy.OffPolicyGRPOTrainer`` hands TRL each token's sampling
+logprob as the "old" logprob its clipped ratio divides by (without vLLM, TRL would
+divide by the current policy's, as if the sample were fresh).
+
+What the trainer will ask for is known in advance: Wander lays the run's rows out
+unshuffled (``batches.training_rows``), so batch n is rows n*G to (n+1)*G, each
+repeated ``num_generations`` times. A batch is played ahead only as predicted, and
+checked when asked for: another one (a resumed run's first, say) is played there
+and then, what was played ahead is dropped (its episodes are finished, archived,
+and not trained on), and the prediction goes on from the batch asked for.
+
+The sampler is a copy of the trainer's model (its memory, twice), whose weights the
+trainer's replace before each batch it starts. One process only, and not with a
+vLLM server (TRL syncs the server's weights while a batch played ahead may be
+sampling on it): ``check`` refuses those runs when they start.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformers import TrainerCallback
+
+from wander.trainer.backends import TransformersBackend, stop_token_ids
+from wander.trainer.rollout import WanderRollout
+
+Prompt = list[dict[str, Any]]
+
+
+@dataclass
+class Played:
+    """A batch played, or being played, ahead of the trainer's asking."""
+
+    prompts: list[Prompt]
+    output: Future[dict[str, Any]] = field(default_factory=Future)
+    version: int = -1
+    """The optimizer step of the policy that played it (set when it starts)."""
+    started: float = 0.0
+    ended: float = 0.0
+
+
+@dataclass
+class Policy:
+    """The trainer's newest weights, as published, and the sampler's copy of them."""
+
+    version: int = -1
+    weights: dict[str, Any] | None = None
+    sampler: Any = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def publish(self, model: Any, version: int) -> None:
+        """The trainer's weights after ``version`` optimizer steps (a copy: the
+        trainer goes on changing its own)."""
+        weights = {name: value.detach().clone() for name, value in model.state_dict().items()}
+        with self.lock:
+            if self.sampler is None:
+                self.sampler = copy.deepcopy(model).eval()
+            self.version, self.weights = version, weights
+
+    def load(self) -> int:
+        """Puts the newest published weights into the sampler; their version."""
+        with self.lock:
+            weights, version, self.weights = self.weights, self.version, None
+        if weights is not None:
+            self.sampler.load_state_dict(weights)
+        return version
+
+
+class AsyncRollout:
+    """``rollout_func`` playing ``ahead`` of ``plan``'s batches ahead of the trainer."""
+
+    def __init__(
+        self,
+        rollout: WanderRollout,
+        plan: Sequence[list[Prompt]],
+        ahead: int,
+        max_staleness: int,
+    ) -> None:
+        """``plan``: the prompts of each generation batch the trainer will ask for, in
+        order (``batch_plan``). ``ahead``: how many batches to play ahead (``ahead``);
+        a batch whose policy turns out more than ``max_staleness`` optimizer steps old
+        when it is asked for is played again."""
+        self.rollout, self.plan = rollout, list(plan)
+        self.batches_ahead, self.max_staleness = ahead, max_staleness
+        self.policy = Policy()
+        self.ahead: deque[Played] = deque()
+        self.next = 0  # the batch of the plan to play ahead next
+        self.history: list[Played] = []  # every batch played, in order
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="wander-rollout")
+
+    def __call__(self, prompts: list[Prompt], trainer: Any = None) -> dict[str, Any]:
+        step = trainer.state.global_step
+        self.policy.publish(trainer.accelerator.unwrap_model(trainer.model), step)
+        if self.ahead and self.ahead[0].prompts == prompts:
+            played = self.ahead.popleft()
+        else:
+            self._drop_ahead()
+            played = self._submit(prompts)
+            self.next = self._after(prompts)
+        while len(self.ahead) < self.batches_ahead and self.next < len(self.plan):
+            self.ahead.append(self._submit(self.plan[self.next]))
+            self.next += 1
+        output = played.output.result()
+        if step - played.version > self.max_staleness:  # the run took more steps than planned
+            self._drop_ahead()
+            played = self._submit(prompts)
+            output = played.output.result()
+        output["wander_staleness"] = [step - played.version] * len(output["episode_id"])
+        return output
+
+    def _after(self, prompts: list[Prompt]) -> int:
+        """The batch of the plan that follows ``prompts`` (past the plan's end if none)."""
+        found = (i + 1 for i, batch in enumerate(self.plan) if batch == prompts)
+        return next(found, len(self.plan))
+
+    def _submit(self, prompts: list[Prompt]) -> Played:
+        played = Played(prompts)
+        self.history.append(played)
+        played.output = self.pool.submit(self._play, played)
+        return played
+
+    def _play(self, played: Played) -> dict[str, Any]:
+        played.started = time.monotonic()
+        played.version = self.policy.load()
+        sampler = self.policy.sampler
+        rollout = copy.copy(self.rollout)
+        rollout.backend = TransformersBackend(sampler, rollout.tokenizer, rollout.sampling)
+        if rollout.stop_ids is None:
+            rollout.stop_ids = stop_token_ids(rollout.tokenizer, sampler.generation_config)
+        try:
+            return rollout(played.prompts)
+        finally:
+            played.ended = time.monotonic()
+
+    def _drop_ahead(self) -> None:
+        """Wait for the batches played ahead (their episodes end), and drop them."""
+        while self.ahead:
+            self.ahead.popleft().output.exception()
+
+    def close(self) -> None:
+        """Ends the batches played ahead and the thread (the run is over)."""
+        self._drop_ahead()
+        self.pool.shutdown()
+
+
+class Closing(TrainerCallback):
+    """Closes the run's ``AsyncRollout`` when training ends."""
+
+    def __init__(self, rollout: AsyncRollout) -> None:
+        self.rollout = rollout
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.rollout.close()
+
+
+def batch_plan(
+    prompts: Sequence[Prompt], groups: int, generations: int, batches: int | None = None
+) -> list[list[Prompt]]:
+    """The prompts of each generation batch TRL will ask for: ``groups`` rows of the
+    (unshuffled) dataset at a time, each repeated ``generations`` times; the first
+    ``batches`` of them (None: all)."""
+    starts = range(0, len(prompts), groups)
+    plan = [[p for p in prompts[i : i + groups] for _ in range(generations)] for i in starts]
+    return plan[:batches]
+
+
+def batches_asked(args: Any) -> int | None:
+    """How many generation batches a run with TRL ``args`` asks for (None: as many as
+    its epochs hold): one per ``steps_per_generation * num_iterations`` optimizer steps."""
+    if args.max_steps <= 0:
+        return None
+    return math.ceil(args.max_steps / (args.steps_per_generation * args.num_iterations))
+
+
+def ahead(max_staleness: int, args: Any) -> int:
+    """How many generation batches may be played ahead: a batch played ahead is one
+    generation older than the one trained on, ``steps_per_generation *
+    num_iterations`` optimizer steps."""
+    steps = args.steps_per_generation * args.num_iterations
+    if max_staleness < steps:
+        raise ValueError(
+            f"max_staleness = {max_staleness} optimizer steps is less than the {steps} "
+            "between two generation batches (steps_per_generation x num_iterations): no "
+            "batch could be played ahead"
+        )
+    return max_staleness // steps
+
+
+def check(args: Any, processes: int) -> None:
+    """Refuse what asynchronous rollouts do not do (see the module docstring)."""
+    if processes > 1:
+        raise ValueError(
+            f"max_staleness plays batches ahead in one process; this run has {processes} "
+            "(leave max_staleness at 0 for lockstep rollouts)"
+        )
+    if args.use_vllm:
+        raise ValueError(
+            "max_staleness samples with a copy of the trainer's model; with use_vllm, TRL "
+            "syncs the server's weights while a batch played ahead may sample on it (leave "
+            "max_staleness at 0)"
+        )
+    if args.shuffle_dataset:
+        raise ValueError("max_staleness predicts the batches from the unshuffled dataset")
