@@ -1,10 +1,10 @@
 """Asynchronous rollouts against lockstep, at the same batch: ``python -m bench.async_rollouts``.
 
 A real ``wander serve`` (in-process store, SQLite) and GRPO of a tiny model on
-tic-tac-toe, on this machine's CPU, run ``--steps`` optimizer steps twice: lockstep
+``--env`` (tic-tac-toe), on this machine's CPU, run ``--steps`` optimizer steps twice: lockstep
 (``max_staleness = 0``: each batch played, then trained on) and asynchronous
 (``max_staleness = 1``: the next batch played while the trainer trains on this one).
-Prints and writes (``--output``, markdown) the wall time of the run and per step, the
+Prints (and appends to ``--output``, markdown) the wall time of the run and per step, the
 samples (episodes) trained per hour, and each run's mean reward, as a first check
 that learning is no worse (the learning benchmark, ``bench.learning``, is the real
 one).
@@ -46,7 +46,7 @@ class StepClock(TrainerCallback):
 def run_once(url: str, scratch: Path, staleness: int, args: argparse.Namespace) -> dict[str, Any]:
     groups = args.batch // args.generations
     run = GRPORunConfig(
-        model="tiny", url=url, env="tictactoe", examples=groups * args.steps,
+        model="tiny", url=url, env=args.env, examples=groups * args.steps,
         run=f"async-{staleness}", output_dir=str(scratch / f"s{staleness}"),
         max_completion_length=args.max_completion_length, max_staleness=staleness,
         sampling={"max_tokens_per_turn": args.max_tokens_per_turn},
@@ -75,6 +75,7 @@ def run_once(url: str, scratch: Path, staleness: int, args: argparse.Namespace) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="tictactoe")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batch", type=int, default=32, help="episodes per generation batch")
     parser.add_argument("--generations", type=int, default=8)
@@ -94,7 +95,8 @@ def main() -> None:
             service.stop()
     lines = [
         f"{args.steps} steps, batch {args.batch} ({args.batch // args.generations} x "
-        f"{args.generations}), tiny model, tic-tac-toe, {os.cpu_count()} CPUs",
+        f"{args.generations}), {args.max_tokens_per_turn} tokens a turn, tiny model, "
+        f"{args.env}, {os.cpu_count()} CPUs",
         "",
         "| max_staleness | wall (s) | per step (s, median) | samples/hour | mean reward |",
         "|---|---|---|---|---|",
@@ -105,8 +107,9 @@ def main() -> None:
         ),
     ]
     print("\n".join(lines))
-    if args.output is not None:
-        args.output.write_text("\n".join(lines) + "\n")
+    if args.output is not None:  # appended: one table per setting
+        with args.output.open("a") as out:
+            out.write("\n".join(lines) + "\n\n")
 
 
 if __name__ == "__main__":

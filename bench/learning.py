@@ -109,6 +109,11 @@ def main() -> None:
         help="TRL's seed (sampling, the examples' order): replicate GRPO on one SFT checkpoint",
     )  # fmt: skip
     parser.add_argument(
+        "--max-staleness", type=int, default=0,
+        help="asynchronous rollouts: batches played ahead by a policy up to this many "
+        "optimizer steps old (0: lockstep; bench/results/async.md)",
+    )  # fmt: skip
+    parser.add_argument(
         "--loss-type", default="grpo", help="TRL's loss_type: grpo, cispo (the talk's), dapo..."
     )
     parser.add_argument(
@@ -238,6 +243,7 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         model="tiny", url=url, env="tictactoe", examples=4096, run="grpo",
         env_config={**train_opponent, "num_groups": args.grpo_prompts, **turn_limit},
         output_dir=str(scratch / "grpo"), max_completion_length=768,
+        max_staleness=args.max_staleness,
         metric_rewards={"invalid_moves": -args.invalid_move_cost} if args.invalid_move_cost else {},
         sampling={"max_tokens_per_turn": args.max_tokens_per_turn, "temperature": 1.0},
         grpo={"num_generations": 8, "generation_batch_size": 8 * args.grpo_prompts,
