@@ -99,19 +99,29 @@ def test_grpo_steps_train_on_the_models_tokens_only(
         assert len(set(output["digits"])) > 1  # something to learn from
 
 
+def digits_run(
+    url: str, tmp_path: Path, label: str, grpo: dict[str, Any], **options: Any
+) -> GRPORunConfig:
+    """GRPO of the tiny model on ``digits`` (graded rewards: an untrained model's samples
+    already differ) under the run label ``label``: 8 examples, batches of 2 groups of 4,
+    8-token turns; ``grpo`` and ``options`` on top."""
+    return GRPORunConfig(
+        model="tiny", url=url, env="digits", examples=8, run=label,
+        output_dir=str(tmp_path / "out"), max_completion_length=64,
+        sampling={"max_tokens_per_turn": 8},
+        grpo={
+            "num_generations": 4, "generation_batch_size": 8, "per_device_train_batch_size": 8,
+            "logging_steps": 1, "save_strategy": "no", **grpo,
+        },
+        **options,
+    )  # fmt: skip
+
+
 def test_a_failed_episode_is_left_out_and_counted_by_grpo(
     service: ServiceProcess, tmp_path: Path
 ) -> None:
     os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
-    run = GRPORunConfig(
-        model="tiny", url=service.url, env="digits", examples=8, run="grpo-failed",
-        output_dir=str(tmp_path / "out"), max_completion_length=64, max_failure_rate=0.2,
-        sampling={"max_tokens_per_turn": 8},
-        grpo={
-            "num_generations": 4, "generation_batch_size": 8, "per_device_train_batch_size": 8,
-            "max_steps": 1, "logging_steps": 1, "save_strategy": "no",
-        },
-    )  # fmt: skip
+    run = digits_run(service.url, tmp_path, "grpo-failed", {"max_steps": 1}, max_failure_rate=0.2)
     model, tokenizer = load("tiny")
     with DeletingClient(service.url) as client:
         trainer = build_trainer(run, client, model, tokenizer)
@@ -148,16 +158,8 @@ def test_asynchronous_rollouts_play_the_next_batch_while_the_trainer_trains(
     service: ServiceProcess, tmp_path: Path
 ) -> None:
     os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
-    run = GRPORunConfig(
-        model="tiny", url=service.url, env="digits", examples=8, run="grpo-async",
-        output_dir=str(tmp_path / "out"), max_completion_length=64, max_staleness=1,
-        sampling={"max_tokens_per_turn": 8},
-        grpo={
-            "num_generations": 4, "generation_batch_size": 8, "per_device_train_batch_size": 8,
-            "max_steps": 3, "learning_rate": 1e-2, "logging_steps": 1, "save_strategy": "no",
-            "loss_type": "cispo",
-        },
-    )  # fmt: skip
+    grpo = {"max_steps": 3, "learning_rate": 1e-2, "loss_type": "cispo"}
+    run = digits_run(service.url, tmp_path, "grpo-async", grpo, max_staleness=1)
     model, tokenizer = load("tiny")
     times = StepTimes()
     with WanderClient(service.url) as client:
@@ -318,12 +320,8 @@ def test_one_grpo_run_trains_and_evaluates_on_several_environments(
     with WanderClient(service.url) as client:
         trainer = build_trainer(run, client, model, tokenizer)
         trainer.train()
+        assert archived(client, "grpo-mixed", 12) == archived(client, "grpo-mixed-eval", 4) * 3
         trained = client.episodes("grpo-mixed", limit=100).episodes
-        for _ in range(50):  # the archive writes behind
-            if len(trained) == 12 and len(client.episodes("grpo-mixed-eval").episodes) == 4:
-                break
-            time.sleep(0.1)
-            trained = client.episodes("grpo-mixed", limit=100).episodes
         evaluated = client.episodes("grpo-mixed-eval", limit=100).episodes
 
     assert [f.__name__ for f in trainer.reward_funcs] == [
@@ -791,16 +789,9 @@ def test_grpo_evaluates_on_the_eval_split_while_it_trains(
     service: ServiceProcess, tmp_path: Path
 ) -> None:
     os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
-    run = GRPORunConfig(
-        model="tiny", url=service.url, env="digits", examples=8, run="grpo-eval",
-        eval_examples=3, output_dir=str(tmp_path / "out"), max_completion_length=64,
-        sampling={"max_tokens_per_turn": 8},
-        grpo={
-            "num_generations": 4, "generation_batch_size": 8, "per_device_train_batch_size": 8,
-            "max_steps": 2, "logging_steps": 1, "eval_steps": 1, "num_generations_eval": 2,
-            "per_device_eval_batch_size": 4, "save_strategy": "no",
-        },
-    )  # fmt: skip
+    evaluation = {"eval_steps": 1, "num_generations_eval": 2, "per_device_eval_batch_size": 4}
+    run = digits_run(service.url, tmp_path, "grpo-eval", {"max_steps": 2, **evaluation},
+                     eval_examples=3)  # fmt: skip
     model, tokenizer = load("tiny")
     with WanderClient(service.url) as client:
         trainer = build_trainer(run, client, model, tokenizer)
