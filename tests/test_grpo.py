@@ -176,8 +176,8 @@ def test_asynchronous_rollouts_play_the_next_batch_while_the_trainer_trains(
     # by the policy one step older than the one it trained, and was begun while the
     # trainer was still training on the batch before (it ended with the step at latest).
     assert [step["wander/staleness"] for step in steps] == [0.0, 1.0, 1.0]
-    assert [batch.version for batch in played.history] == [0, 0, 1]
-    for later, step_end in zip(played.history[1:], times.ended[:2], strict=True):
+    assert [(start.batch, start.version) for start in played.starts] == [(0, 0), (1, 0), (2, 1)]
+    for later, step_end in zip(played.starts[1:], times.ended[:2], strict=True):
         assert later.started < step_end
     # Three batches asked for, three played (none ahead of a step that never came), each
     # of 2 groups of 4 episodes, every one archived.
@@ -203,9 +203,9 @@ def test_a_batch_played_ahead_is_the_one_asked_for_or_is_dropped(service: Servic
         state.global_step = 1
         output = played(plan[1], trainer)  # predicted: played ahead by step 0's policy
         played.close()
-    assert [plan.index(batch.prompts) for batch in played.history] == [2, 3, 0, 1, 2]
+    assert [start.batch for start in played.starts] == [2, 3, 0, 1, 2]
     assert output["wander_staleness"] == [1, 1] and len(set(output["episode_id"])) == 2
-    assert all(batch.output.done() for batch in played.history)
+    assert not played.ahead and played.pool._shutdown
 
 
 def test_asynchronous_rollouts_are_refused_where_they_cannot_run() -> None:

@@ -54,8 +54,17 @@ class Played:
     output: Future[dict[str, Any]] = field(default_factory=Future)
     version: int = -1
     """The optimizer step of the policy that played it (set when it starts)."""
-    started: float = 0.0
-    ended: float = 0.0
+
+
+@dataclass(frozen=True)
+class Start:
+    """When a batch began to be played, and by which policy: what a run's log of its
+    batches keeps (not their outputs, which would pile up over a run)."""
+
+    batch: int | None
+    """Its place in the plan (None: a batch the plan does not hold)."""
+    version: int
+    started: float
 
 
 @dataclass
@@ -104,7 +113,7 @@ class AsyncRollout:
         self.policy = Policy()
         self.ahead: deque[Played] = deque()
         self.next = 0  # the batch of the plan to play ahead next
-        self.history: list[Played] = []  # every batch played, in order
+        self.starts: list[Start] = []  # every batch played, in order
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="wander-rollout")
 
     def __call__(self, prompts: list[Prompt], trainer: Any = None) -> dict[str, Any]:
@@ -115,7 +124,8 @@ class AsyncRollout:
         else:
             self._drop_ahead()
             played = self._submit(prompts)
-            self.next = self._after(prompts)
+            found = self._index(prompts)
+            self.next = len(self.plan) if found is None else found + 1
         while len(self.ahead) < self.batches_ahead and self.next < len(self.plan):
             self.ahead.append(self._submit(self.plan[self.next]))
             self.next += 1
@@ -127,29 +137,25 @@ class AsyncRollout:
         output["wander_staleness"] = [step - played.version] * len(output["episode_id"])
         return output
 
-    def _after(self, prompts: list[Prompt]) -> int:
-        """The batch of the plan that follows ``prompts`` (past the plan's end if none)."""
-        found = (i + 1 for i, batch in enumerate(self.plan) if batch == prompts)
-        return next(found, len(self.plan))
+    def _index(self, prompts: list[Prompt]) -> int | None:
+        """The place of the batch of ``prompts`` in the plan (None: not in it)."""
+        return next((i for i, batch in enumerate(self.plan) if batch == prompts), None)
 
     def _submit(self, prompts: list[Prompt]) -> Played:
         played = Played(prompts)
-        self.history.append(played)
         played.output = self.pool.submit(self._play, played)
         return played
 
     def _play(self, played: Played) -> dict[str, Any]:
-        played.started = time.monotonic()
+        started = time.monotonic()
         played.version = self.policy.load()
+        self.starts.append(Start(self._index(played.prompts), played.version, started))
         sampler = self.policy.sampler
         rollout = copy.copy(self.rollout)
         rollout.backend = TransformersBackend(sampler, rollout.tokenizer, rollout.sampling)
         if rollout.stop_ids is None:
             rollout.stop_ids = stop_token_ids(rollout.tokenizer, sampler.generation_config)
-        try:
-            return rollout(played.prompts)
-        finally:
-            played.ended = time.monotonic()
+        return rollout(played.prompts)
 
     def _drop_ahead(self) -> None:
         """Wait for the batches played ahead (their episodes end), and drop them."""
