@@ -9,7 +9,9 @@ working against a newer service.
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -50,6 +52,12 @@ def storable(text: str) -> str:
     (PostgreSQL cannot store it) and an untrained model samples like any other byte,
     becomes U+FFFD."""
     return text.replace("\0", "\ufffd")
+
+
+def text_of(messages: Sequence[Message]) -> str:
+    """What a model is shown of Wander's messages as one text (a tool's reply, say): their
+    contents, a blank line apart."""
+    return "\n\n".join(message.content for message in messages if message.content)
 
 
 def _storable_json(value: Any) -> Any:
@@ -272,6 +280,14 @@ class AssistantMessage(_ChatMessage):
     content: Text | None = Field(None, exclude_if=_absent)
     tool_call_id: Text | None = Field(None, exclude_if=_absent)
     name: Text | None = Field(None, exclude_if=_absent)
+
+
+def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> AssistantMessage:
+    """The action holding one call of the tool ``name`` (its arguments sent as JSON, as
+    OpenAI sends them): what a tool call made through an MCP server or TRL's
+    ``environment_factory`` is as one Wander step."""
+    function = ToolCallFunction(name=name, arguments=json.dumps(arguments))
+    return AssistantMessage(tool_calls=[ToolCall(id=call_id, function=function)])
 
 
 def _action_kind(value: Any) -> str:

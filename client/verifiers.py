@@ -18,8 +18,12 @@ from here, lazily, so that the base install never imports verifiers
 - Episodes carry the run label ``run``, or ``vf-<Verifiers run id>``, so the archive's
   run summary describes the same rollouts as ``traces.jsonl``.
 
-Tool environments (``sql``) are refused: their tools would have to be published to the
-harness as an MCP server; use their OpenEnv surface or TRL's ``environment_factory``.
+- A tool environment's tools (``sql``) reach the model as an MCP server of the
+  rollout's own (``WanderTools``, wander/client/verifiers_tools.py): each tool call is a
+  step of the rollout's episode, and the model's reply after its tool calls (its answer)
+  is the next step, as in Wander's own rollout. The episode's id and turn travel in the
+  rollout's ``WanderState``, which Verifiers shares between this host and the tool
+  server; a tool call that ends the episode stops the harness before its next model call.
 """
 
 from __future__ import annotations
@@ -33,23 +37,37 @@ import verifiers.v1 as vf  # pyright: ignore[reportMissingImports] (the verifier
 from pydantic import Field
 
 from wander.client.aio import AsyncWanderClient
-from wander.client.episode import AsyncEpisode
 from wander.client.errors import WanderError
-from wander.client.models import Message, Score
+from wander.client.models import Message, NewEpisode, Score
 from wander.client.sync import WanderClient
+from wander.client.verifiers_tools import WanderState, WanderTools
 
 __all__ = [
     "WanderConfig",
     "WanderData",
     "WanderEnv",
     "WanderEnvConfig",
+    "WanderState",
     "WanderTask",
+    "WanderTaskConfig",
     "WanderTaskset",
 ]
 
 
+class WanderTaskConfig(vf.TaskConfig):
+    """``[env.taskset.task]``: how a task's tools are served."""
+
+    toolset: vf.ToolsetConfig = vf.ToolsetConfig()
+    """Where a tool environment's tool server runs (by default a local subprocess per
+    rollout)."""
+    tools: bool = False
+    """Whether the task's environment has tools: set by the taskset, from the service."""
+
+
 class WanderConfig(vf.TasksetConfig):
     """``[env.taskset]`` of a run with ``id = "wander"``; every field has a default."""
+
+    task: WanderTaskConfig = WanderTaskConfig()
 
     url: str | None = None
     """The service (unset: $WANDER_URL, else http://127.0.0.1:8000). An API key, if the
@@ -74,10 +92,20 @@ class WanderData(vf.TaskData):
     example: int
     config: dict[str, Any]
     run: str | None
+    tools: list[dict[str, Any]] = []
+    """The environment's tools (OpenAI schemas): what the rollout's tool server publishes."""
 
 
-class WanderTask(vf.Task[WanderData]):
-    pass
+class WanderTask(vf.Task[WanderData, WanderState, WanderTaskConfig]):
+    @classmethod
+    def toolsets(cls, config: WanderTaskConfig) -> list[vf.Toolset]:
+        return [WanderTools(config.toolset)] if config.tools else []
+
+    @vf.stop
+    def episode_over(self, trace: vf.Trace) -> bool:
+        """A tool call ended the episode (its turn limit, say): the model is not asked
+        again."""
+        return bool(trace.state.done)
 
 
 class WanderTaskset(vf.Taskset[WanderTask, WanderConfig]):
@@ -88,11 +116,7 @@ class WanderTaskset(vf.Taskset[WanderTask, WanderConfig]):
         with WanderClient(config.url) as wander:
             info = wander.environment(config.env)
             url = wander.base_url
-        if info.kind == "tool":
-            raise ValueError(
-                f"{config.env} is a tool environment: the wander taskset plays text "
-                "environments only (use its OpenEnv surface, or TRL's environment_factory)"
-            )
+        task_config = config.task.model_copy(update={"tools": bool(info.tools)})
         if config.split not in info.splits:
             raise ValueError(f"{config.env} has no split {config.split!r} (it has {info.splits})")
         for example in range(config.examples or info.splits[config.split]):
@@ -105,8 +129,9 @@ class WanderTaskset(vf.Taskset[WanderTask, WanderConfig]):
                 example=example,
                 config=config.config,
                 run=config.run,
+                tools=info.tools or [],
             )
-            yield WanderTask(data, config.task)
+            yield WanderTask(data, task_config)
 
 
 class WanderEnvConfig(vf.EnvConfig):
@@ -121,20 +146,23 @@ class WanderEnv(vf.Env[WanderEnvConfig]):
 
     async def run(self, task: WanderTask, agents: vf.Agents) -> None:
         data = task.data
-        async with AsyncWanderClient(data.url) as wander:
+        api_key = os.environ.get("WANDER_API_KEY")
+        async with AsyncWanderClient(data.url, api_key) as wander:
             [episode] = await wander.create(
                 data.env, config=data.config, split=data.split, example=data.example,
                 run=run_label(data),
             )  # fmt: skip
+            state = WanderState(episode_id=episode.id, turn=episode.turn, api_key=api_key)
             try:
                 async with agents.player.interaction(task) as interaction:
-                    await _play(interaction, episode)
-                    score = await episode.score(partial=not episode.done)
-                    _record(interaction.trace, episode, score)
+                    interaction.trace.state = state  # where the tool server finds its episode
+                    state = await _play(interaction, wander, episode)
+                    score = await wander.score(episode.id, partial=not state.done)
+                    _record(interaction.trace, episode, state, score)
             finally:
-                if not episode.done:  # the agent stopped first: abort, so it is archived
+                if not state.done:  # the agent stopped first: abort, so it is archived
                     with contextlib.suppress(WanderError):
-                        await episode.delete()
+                        await wander.delete(episode.id)
 
 
 def run_label(data: WanderData) -> str | None:
@@ -147,18 +175,24 @@ def _chat(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return [message.model_dump(mode="json") for message in messages]
 
 
-async def _play(interaction: vf.Interaction, episode: AsyncEpisode) -> None:
+async def _play(
+    interaction: vf.Interaction, wander: AsyncWanderClient, episode: NewEpisode
+) -> WanderState:
     """The model answers each observation until the episode is done or the agent stops
-    (a turn or token limit): the final observation is not shown, nothing would read it."""
+    (a turn or token limit): the final observation is not shown, nothing would read it.
+    The turn to step at is the rollout's state's: a tool server moves it on with each
+    tool call the model makes during its turn. Returns the state as the rollout ends."""
     segment = await interaction.turn(_chat(episode.observation))
-    while not segment.terminated:
-        result = await episode.step(segment.last_reply)
+    while not (segment.terminated or (state := interaction.trace.state).done):
+        result = await wander.step(episode.id, segment.last_reply, turn=state.turn)
+        state.turn, state.done = result.turn, result.done
         if result.done:
-            return
+            break
         segment = await interaction.turn(_chat(result.observation))
+    return interaction.trace.state
 
 
-def _record(trace: vf.Trace, episode: AsyncEpisode, score: Score) -> None:
+def _record(trace: vf.Trace, episode: NewEpisode, state: WanderState, score: Score) -> None:
     for name, value in score.components.items():
         trace.record_reward(name, value, score.weights[name])
     numbers = {k: float(v) for k, v in score.metrics.items() if isinstance(v, int | float)}
@@ -166,7 +200,7 @@ def _record(trace: vf.Trace, episode: AsyncEpisode, score: Score) -> None:
     trace.info["wander"] = {
         "episode_id": episode.id,
         "run": episode.run,
-        "done": episode.done,
+        "done": state.done,
         "total": score.total,
         "outcome": score.outcome,
         "metrics": score.metrics,

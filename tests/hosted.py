@@ -41,6 +41,15 @@ def serve(python: Path, settings: dict[str, str]) -> ServiceProcess:
     return ServiceProcess(settings, python=str(python), cwd=str(ROOT)).start()
 
 
+def scripted_model(python: Path) -> ServiceProcess:
+    """tests/scripted_model.py as an OpenAI-compatible endpoint, served by ``python`` (the
+    verifiers venv's), started."""
+    return ServiceProcess(
+        {"PYTHONPATH": str(ROOT)}, ("tests.scripted_model:app",), "/v1/models",
+        python=str(python), cwd=str(ROOT), module="uvicorn",
+    ).start()  # fmt: skip
+
+
 def create(service: ServiceProcess, env: str, **body: Any) -> dict[str, Any]:
     """A new episode of ``env`` (``body``: the request's other fields)."""
     response = httpx.post(f"{service.url}/v1/episodes", json={"env": env, **body}, timeout=TIMEOUT)

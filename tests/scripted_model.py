@@ -9,7 +9,10 @@ from the venv that has verifiers.
   among the first tasks of the taskset (``MARBLE_TASKS``) at its default config;
 - ledger (tests/vf_tasksets/ledger.py, a tool taskset): one ``ledger_balance`` call per
   account named, one at a time (other tool results do not count), then the name of
-  the largest balance.
+  the largest balance;
+- sql (Wander's tool environment): ``list_tables``, then the query that answers its
+  two counting questions (examples 0 and 1 of a split), then the query's result as the
+  answer; any other question gets ``describe_table`` calls until its turns run out.
 """
 
 from __future__ import annotations
@@ -73,14 +76,48 @@ def ledger_reply(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return {"role": "assistant", "content": richest}
 
 
+SQL_QUESTIONS = (
+    (re.compile(r"How many customers are from (\w+)\?"),
+     "SELECT COUNT(*) FROM customers WHERE country = '{}'"),
+    (re.compile(r"How many orders were placed in (2024-\d\d)"),
+     "SELECT COUNT(*) FROM orders WHERE substr(order_date, 1, 7) = '{}'"),
+)  # fmt: skip
+
+
+def sql_reply(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The script's reply in an sql episode: a look at the tables, the question's query,
+    then the last line of the query's result as the answer; a question it has no query
+    for gets ``describe_table`` calls until the episode's turns run out."""
+    results = [str(m.get("content")) for m in messages if m.get("role") == "tool"]
+    question = " ".join(str(m.get("content")) for m in messages if m.get("role") == "user")
+    query = next(
+        (sql.format(found.group(1)) for pattern, sql in SQL_QUESTIONS
+         if (found := pattern.search(question))),
+        None,
+    )  # fmt: skip
+    if not results:
+        call = {"name": "list_tables", "arguments": "{}"}
+    elif query is None:
+        call = {"name": "describe_table", "arguments": json.dumps({"table": "products"})}
+    elif len(results) == 1:
+        call = {"name": "run_sql", "arguments": json.dumps({"query": query})}
+    else:
+        return {"role": "assistant", "content": f"<answer>{results[-1].splitlines()[-1]}</answer>"}
+    tool_call = {"id": f"call-{len(results)}", "type": "function", "function": call}
+    return {"role": "assistant", "content": None, "tool_calls": [tool_call]}
+
+
 class Scripted:
     """The script as a Wander policy, for ``create_policy_app`` (which streams, as the
     harness programs of Verifiers ask)."""
 
     async def act(self, messages: Sequence[Message], tools: Any = None) -> AssistantMessage:
         said = [m.model_dump(mode="json", exclude_none=True) for m in messages]
-        if any(tool.get("function", {}).get("name") == BALANCE_TOOL for tool in tools or []):
+        offered = {tool.get("function", {}).get("name") for tool in tools or []}
+        if BALANCE_TOOL in offered:
             return AssistantMessage.model_validate(ledger_reply(said))
+        if "run_sql" in offered:
+            return AssistantMessage.model_validate(sql_reply(said))
         return AssistantMessage(content=reply(said))
 
 

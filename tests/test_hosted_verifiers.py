@@ -96,10 +96,7 @@ def service(python: Path, shared: dict[str, str]) -> Iterator[ServiceProcess]:
 
 @pytest.fixture(scope="module")
 def scripted(python: Path) -> Iterator[ServiceProcess]:
-    process = ServiceProcess(
-        {"PYTHONPATH": str(ROOT)}, ("tests.scripted_model:app",), "/v1/models",
-        python=str(python), cwd=str(ROOT), module="uvicorn",
-    ).start()  # fmt: skip
+    process = hosted.scripted_model(python)
     yield process
     process.stop()
 

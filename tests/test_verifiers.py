@@ -25,6 +25,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import hosted
+from tests.helpers import migrate
 from tests.interop import interop_venv
 from wander.client import RunSummary, WanderClient
 from wander.testing import ServiceProcess
@@ -136,6 +138,107 @@ def test_vf_eval_plays_the_wander_taskset_with_wanders_rewards(
     assert (summary.reward.min, summary.reward.max) == (min(totals), max(totals))
     for name, mean in summary.components.items():
         assert math.isclose(mean, fmean(t["rewards"][name]["score"] for t in traces))
+
+
+KEY = "vf-tools-key"
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    """A real `wander serve` that wants a key (in-process store, SQLite archive)."""
+    database = f"sqlite:///{tmp_path_factory.mktemp('keyed')}/archive.db"
+    migrate(database)
+    settings = {"WANDER_DATABASE_URL": database, "WANDER_REDIS_URL": "",
+                "WANDER_API_KEYS": f"lab:trainer:{KEY}"}  # fmt: skip
+    process = ServiceProcess(settings).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def scripted(vf_bin: Path) -> Iterator[ServiceProcess]:
+    process = hosted.scripted_model(vf_bin / "python")
+    yield process
+    process.stop()
+
+
+def tool_calls(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """Each tool call of ``messages``: its name and arguments (under ``function`` in
+    OpenAI's shape, Wander's; beside the id in Verifiers' traces)."""
+    functions = [
+        call.get("function", call)
+        for message in messages
+        for call in message.get("tool_calls") or []
+    ]
+    return [(function["name"], json.loads(function["arguments"])) for function in functions]
+
+
+def test_vf_eval_plays_a_tool_environment_each_tool_call_a_step(
+    keyed: ServiceProcess, scripted: ServiceProcess, vf_bin: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """``sql`` through the wander taskset: its tools reach the model's harness (Verifiers'
+    null harness, its MCP client) from a task-scoped Verifiers toolset, each call a step of
+    the rollout's episode; the model's answer after them is the last step. The service
+    wants a key, which reaches the tool server through the rollout's state. The script
+    answers examples 0 and 1 (list_tables, run_sql, answer); on example 2 it keeps calling
+    describe_table until the episode's 3 turns run out on a tool call, which stops the
+    harness: no answer is stepped, the episode ended by itself (not aborted)."""
+    monkeypatch.setenv("WANDER_API_KEY", KEY)  # vf-eval's, and the archive's reader's
+    run = f"vf-sql-{uuid.uuid4().hex[:8]}"
+    config = f"""
+        model = "scripted"
+        push = false
+        num_rollouts = 1
+
+        [client]
+        base_url = "{scripted.url}/v1"
+
+        [env.taskset]
+        id = "wander"
+        url = "{keyed.url}"
+        env = "sql"
+        examples = 3
+        config = {{max_turns = 3}}
+        run = "{run}"
+
+        [env.player]
+        max_turns = 6  # a harness that is not stopped fails the test, not its timeout
+    """
+    episodes = vf_eval(vf_bin, config.replace("\n        ", "\n"), tmp_path)
+    traces = {t["task"]["data"]["example"]: t for e in episodes for t in e["traces"]}
+    assert sorted(traces) == [0, 1, 2]
+    summary, archived = archived_run(keyed.url, run, 3)
+    assert summary.statuses == {"done": 3}
+    weights = {"correct": 1.0, "format": 0.1, "efficiency": 0.1}  # sql's
+    for example, trace in traces.items():
+        wander = trace["info"]["wander"]
+        record = archived.pop(wander["episode_id"])
+        transcript = [m.model_dump(mode="json") for m in record.messages]
+        seen = [node["message"] for node in trace["nodes"]]
+        # The model's tool calls were the episode's steps, and it saw what they answered.
+        assert tool_calls(seen) == tool_calls(transcript)
+        said = [m["content"] for m in transcript if m["role"] == "tool"]
+        answers = [m["content"] for m in seen if m["role"] == "tool"]
+        assert trace["rewards"] == {
+            name: {"score": value, "weight": weights[name]}
+            for name, value in record.score.components.items()
+        }
+        assert (wander["done"], record.turn) == (True, 3)
+        if example < 2:
+            assert [name for name, _ in tool_calls(seen)] == ["list_tables", "run_sql"]
+            assert answers == said
+            assert seen[-1] == transcript[-1]  # the answer, the last step
+            assert record.score.components == {"correct": 1.0, "format": 1.0, "efficiency": 1.0}
+        else:
+            names = [name for name, _ in tool_calls(seen)]
+            assert names == ["list_tables", "describe_table", "describe_table"]
+            ending = transcript[-1]["content"]
+            assert ending.startswith("The limit of 3 turns was reached")
+            # The model was not asked again: its trace ends at its last call.
+            assert answers == said[:2] and seen[-1]["role"] == "assistant"
+            assert record.score.components["correct"] == 0.0
+    assert archived == {}
 
 
 def test_verifiers_openenv_taskset_plays_wanders_openenv_surface(

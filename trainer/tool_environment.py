@@ -31,20 +31,14 @@ Wander's score.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
-from wander.client import AssistantMessage, Episode, Message, Score, ToolCall, WanderClient
-from wander.client.models import storable
+from wander.client import Episode, Score, WanderClient
+from wander.client.models import storable, text_of, tool_call
 from wander.trainer.tool_methods import tool_method
-
-
-def text_of(messages: Sequence[Message]) -> str:
-    """What the model is shown of Wander's messages: their contents, a blank line apart."""
-    return "\n\n".join(message.content for message in messages if message.content)
 
 
 class WanderToolEnvironment:
@@ -91,13 +85,7 @@ class WanderToolEnvironment:
         episode = self._current()
         if episode.done:
             raise RuntimeError("the episode has ended; no more tool calls are run")
-        call = ToolCall.model_validate(
-            {
-                "id": f"call_{episode.turn}",
-                "function": {"name": name, "arguments": json.dumps(arguments)},
-            }
-        )
-        result = episode.step(AssistantMessage(tool_calls=[call]))
+        result = episode.step(tool_call(f"call_{episode.turn}", name, arguments))
         return text_of(result.observation)
 
     def _finish(self, last: Mapping[str, Any]) -> Score:
