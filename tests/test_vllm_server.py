@@ -16,8 +16,11 @@ venv here has none (the server's venv has it), so that one check is patched.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -31,7 +34,7 @@ from tests.interop import interop_venv
 from tests.test_grpo import archived, train_command
 from wander.cli import app as cli
 from wander.client import WanderClient
-from wander.testing import ServiceProcess
+from wander.testing import ServiceProcess, wait_until
 from wander.trainer.backends import Sampling, VLLMServerBackend, stop_token_ids
 from wander.trainer.rollout import Task, WanderRollout, example_prompt
 from wander.trainer.tiny import build_model, build_tokenizer
@@ -187,6 +190,96 @@ def test_rollouts_sample_on_vllm_through_trls_client_with_the_trainers_logprobs(
         answers = [m.content for m in record.messages if m.role == "assistant"]
         assert answers[0] == tokenizer.decode(turns[0], skip_special_tokens=True)
     assert ended, "no turn ended at a stop token: the test did not see vLLM stop"
+
+
+class Timeline:
+    """TRL's client to the server, timed: when each generation request and each weight
+    sync ran. The sync is a stand-in (NCCL needs CUDA) that checks no request is in
+    flight while it runs, long enough for one asked meanwhile to show."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.lock = threading.Lock()
+        self.began: list[float] = []
+        self.requests: list[tuple[float, float]] = []
+        self.syncs: list[tuple[float, float]] = []
+        self.in_flight = 0
+        self.before_request: Any = None
+        """Called as each request begins."""
+
+    def generate(self, **request: Any) -> dict[str, Any]:
+        with self.lock:
+            self.in_flight += 1
+            self.began.append(time.monotonic())
+        began = self.began[-1]
+        if self.before_request is not None:
+            self.before_request()
+        try:
+            return self.client.generate(**request)  # type: ignore[no-any-return]
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+                self.requests.append((began, time.monotonic()))
+
+    def sync_weights(self) -> None:
+        began = time.monotonic()
+        assert self.in_flight == 0, "a weight sync began during a generation request"
+        time.sleep(0.3)
+        assert self.in_flight == 0, "a generation request began during a weight sync"
+        self.syncs.append((began, time.monotonic()))
+
+
+def test_batches_played_ahead_sample_on_the_server_between_weight_syncs(
+    service: ServiceProcess, vllm: ServiceProcess, stage: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asynchronous rollouts on a vLLM server (``use_vllm`` with ``max_staleness``): the
+    next batch is played on the server while the trainer trains, and TRL's weight sync
+    before the next rollout call waits for the request in flight and holds the next one
+    until it is done; a batch whose turns straddle a sync counts as the older weights'."""
+    from trl.generation import vllm_client
+
+    from wander.trainer.async_rollout import AsyncRollout, batch_plan
+
+    monkeypatch.setattr(vllm_client, "is_vllm_available", lambda *a, **k: True)
+    tokenizer = AutoTokenizer.from_pretrained(stage)
+    model = AutoModelForCausalLM.from_pretrained(stage, dtype=torch.float32).eval()
+    timeline = Timeline(vllm_client.VLLMClient(base_url=vllm.url, connection_timeout=30))
+    generation = SimpleNamespace(vllm_client=timeline, sync_weights=timeline.sync_weights)
+    trainer = SimpleNamespace(state=SimpleNamespace(global_step=0), model=model,
+                              vllm_generation=generation)  # fmt: skip
+    plan = batch_plan([example_prompt(i) for i in range(2)], groups=1, generations=2)
+    game = Task("tictactoe", ["win", "format", "invalid_move"])
+    with WanderClient(service.url) as wander:
+        rollout = WanderRollout(wander, tokenizer, [game], run="vllm-async",
+                                sampling=Sampling(8, 0.7), max_completion_length=200)  # fmt: skip
+        played = AsyncRollout(rollout, plan, ahead=1, max_staleness=1, served=True)
+        syncing = threading.Thread(target=lambda: generation.sync_weights())  # as wrapped
+        asked: list[float] = []
+
+        def sync_during_batch_1() -> None:
+            """The trainer trained on batch 0, and TRL syncs before its next rollout
+            call, while batch 1's first request is in flight."""
+            if len(played.starts) == 2 and not asked:
+                trainer.state.global_step = 1
+                now = time.monotonic()
+                syncing.start()
+                asked.append(now)
+                time.sleep(0.2)  # the sync is waiting
+
+        timeline.before_request = sync_during_batch_1
+        played(plan[0], trainer)  # played now; batch 1 ahead, on the server
+        wait_until(lambda: asked, "batch 1's first request", timeout=60)
+        syncing.join()
+        output = played(plan[1], trainer)
+        played.close()
+
+    [(sync_began, sync_ended)] = timeline.syncs
+    assert all(end <= sync_began or began >= sync_ended for began, end in timeline.requests)
+    batch1 = sorted(r for r in timeline.requests if r[0] >= played.starts[1].started)
+    assert batch1[0][0] < asked[0] < batch1[0][1] <= sync_began  # the sync waited for it
+    assert batch1[-1][0] >= sync_ended  # and the batch went on with the new weights
+    assert [(start.batch, start.version) for start in played.starts] == [(0, 0), (1, 0)]
+    assert output["wander_staleness"] == [1, 1] and played.sampler.version == 1
 
 
 def test_a_prompt_past_the_servers_context_fails_alone(

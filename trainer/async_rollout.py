@@ -20,10 +20,18 @@ checked when asked for: another one (a resumed run's first, say) is played there
 and then, what was played ahead is dropped (its episodes are finished, archived,
 and not trained on), and the prediction goes on from the batch asked for.
 
-The sampler is a copy of the trainer's model (its memory, twice), whose weights the
-trainer's replace before each batch it starts. One process only, and not with a
-vLLM server (TRL syncs the server's weights while a batch played ahead may be
-sampling on it): ``check`` refuses those runs when they start.
+What samples:
+
+- without vLLM, a copy of the trainer's model (its memory, twice), whose weights the
+  trainer's replace before each batch it starts (``ModelCopy``);
+- with a vLLM server (``use_vllm``), the server, whose weights TRL syncs before each
+  rollout call, while a batch played ahead may be sampling on it: ``ServedWeights``
+  makes TRL's sync wait for the request in flight and holds the next one until the
+  weights are in, so that every request samples with one version; a batch whose turns
+  straddle a sync counts as the older version's. Each token's sampling logprob is the
+  server's, so the importance weight stays exact per token.
+
+One process only: ``check`` refuses a run of several when it starts.
 """
 
 from __future__ import annotations
@@ -33,14 +41,18 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from transformers import TrainerCallback
 
-from wander.trainer.backends import TransformersBackend, stop_token_ids
+from wander.trainer.backends import (
+    Generation,
+    TransformersBackend,
+    VLLMServerBackend,
+)
 from wander.trainer.rollout import WanderRollout
 
 Prompt = list[dict[str, Any]]
@@ -67,8 +79,11 @@ class Start:
     started: float
 
 
+Sampler = Callable[[], int]
+
+
 @dataclass
-class Policy:
+class ModelCopy:
     """The trainer's newest weights, as published, and the sampler's copy of them."""
 
     version: int = -1
@@ -76,22 +91,78 @@ class Policy:
     sampler: Any = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def publish(self, model: Any, version: int) -> None:
-        """The trainer's weights after ``version`` optimizer steps (a copy: the
-        trainer goes on changing its own)."""
+    def publish(self, trainer: Any) -> None:
+        """The trainer's weights as of its current step (a copy: the trainer goes on
+        changing its own)."""
+        model = trainer.accelerator.unwrap_model(trainer.model)
         weights = {name: value.detach().clone() for name, value in model.state_dict().items()}
         with self.lock:
             if self.sampler is None:
                 self.sampler = copy.deepcopy(model).eval()
-            self.version, self.weights = version, weights
+            self.version, self.weights = trainer.state.global_step, weights
 
-    def load(self) -> int:
-        """Puts the newest published weights into the sampler; their version."""
+    def begin(self, rollout: WanderRollout) -> tuple[WanderRollout, Sampler]:
+        """``rollout`` sampling with the newest published weights, and their version."""
         with self.lock:
             weights, version, self.weights = self.weights, self.version, None
         if weights is not None:
             self.sampler.load_state_dict(weights)
-        return version
+        played = copy.copy(rollout)
+        played.backend = TransformersBackend(self.sampler, rollout.tokenizer, rollout.sampling)
+        return played, lambda: version
+
+
+@dataclass
+class ServedWeights:
+    """The vLLM server's weights: their version (the optimizer step TRL last synced),
+    and the lock that keeps a sync and a generation request apart."""
+
+    version: int = -1
+    client: Any = None
+    following: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def publish(self, trainer: Any) -> None:
+        """TRL synced the server before this rollout call; on the first, its syncs are
+        wrapped to take the lock and record the step they synced."""
+        if self.following:
+            return
+        self.following = True
+        generation = trainer.vllm_generation
+        self.client, sync = generation.vllm_client, generation.sync_weights
+
+        def locked_sync() -> None:
+            with self.lock:
+                sync()
+                self.version = trainer.state.global_step
+
+        generation.sync_weights = locked_sync
+        self.version = trainer.state.global_step
+
+    def begin(self, rollout: WanderRollout) -> tuple[WanderRollout, Sampler]:
+        """``rollout`` sampling on the server, and the oldest version it sampled with."""
+        backend = ServedBackend(VLLMServerBackend(self.client, rollout.sampling), self)
+        played = copy.copy(rollout)
+        played.backend = backend
+        return played, backend.oldest
+
+
+class ServedBackend:
+    """A vLLM server backend whose requests wait for a sync in progress, noting the
+    version of the weights each one sampled with."""
+
+    def __init__(self, backend: VLLMServerBackend, weights: ServedWeights) -> None:
+        self.backend, self.weights = backend, weights
+        self.versions: list[int] = []
+
+    def generate(self, prompts: list[list[int]], max_tokens: int | None = None) -> list[Generation]:
+        with self.weights.lock:
+            self.versions.append(self.weights.version)
+            return self.backend.generate(prompts, max_tokens)
+
+    def oldest(self) -> int:
+        """The oldest version a request sampled with (none yet: the current one)."""
+        return min(self.versions, default=self.weights.version)
 
 
 class AsyncRollout:
@@ -103,14 +174,17 @@ class AsyncRollout:
         plan: Sequence[list[Prompt]],
         ahead: int,
         max_staleness: int,
+        *,
+        served: bool = False,
     ) -> None:
         """``plan``: the prompts of each generation batch the trainer will ask for, in
         order (``batch_plan``). ``ahead``: how many batches to play ahead (``ahead``);
         a batch whose policy turns out more than ``max_staleness`` optimizer steps old
-        when it is asked for is played again."""
+        when it is asked for is played again. ``served``: sample on the trainer's vLLM
+        server (``use_vllm``), else on a copy of its model."""
         self.rollout, self.plan = rollout, list(plan)
         self.batches_ahead, self.max_staleness = ahead, max_staleness
-        self.policy = Policy()
+        self.sampler: ModelCopy | ServedWeights = ServedWeights() if served else ModelCopy()
         self.ahead: deque[Played] = deque()
         self.next = 0  # the batch of the plan to play ahead next
         self.starts: list[Start] = []  # every batch played, in order
@@ -118,7 +192,10 @@ class AsyncRollout:
 
     def __call__(self, prompts: list[Prompt], trainer: Any = None) -> dict[str, Any]:
         step = trainer.state.global_step
-        self.policy.publish(trainer.accelerator.unwrap_model(trainer.model), step)
+        if self.rollout.stop_ids is None:  # the trainer's model's, as TRL stops on them
+            self.rollout = copy.copy(self.rollout)
+            self.rollout.stop_ids = sorted(self.rollout.stops_for(trainer))
+        self.sampler.publish(trainer)
         if self.ahead and self.ahead[0].prompts == prompts:
             played = self.ahead.popleft()
         else:
@@ -148,14 +225,12 @@ class AsyncRollout:
 
     def _play(self, played: Played) -> dict[str, Any]:
         started = time.monotonic()
-        played.version = self.policy.load()
-        self.starts.append(Start(self._index(played.prompts), played.version, started))
-        sampler = self.policy.sampler
-        rollout = copy.copy(self.rollout)
-        rollout.backend = TransformersBackend(sampler, rollout.tokenizer, rollout.sampling)
-        if rollout.stop_ids is None:
-            rollout.stop_ids = stop_token_ids(rollout.tokenizer, sampler.generation_config)
-        return rollout(played.prompts)
+        rollout, version = self.sampler.begin(self.rollout)
+        self.starts.append(Start(self._index(played.prompts), version(), started))
+        try:
+            return rollout(played.prompts)
+        finally:
+            played.version = version()
 
     def _drop_ahead(self) -> None:
         """Wait for the batches played ahead (their episodes end), and drop them."""
@@ -217,12 +292,6 @@ def check(args: Any, processes: int) -> None:
         raise ValueError(
             f"max_staleness plays batches ahead in one process; this run has {processes} "
             "(leave max_staleness at 0 for lockstep rollouts)"
-        )
-    if args.use_vllm:
-        raise ValueError(
-            "max_staleness samples with a copy of the trainer's model; with use_vllm, TRL "
-            "syncs the server's weights while a batch played ahead may sample on it (leave "
-            "max_staleness at 0)"
         )
     if args.shuffle_dataset:
         raise ValueError("max_staleness predicts the batches from the unshuffled dataset")

@@ -295,6 +295,8 @@ def asynchronous(
     asked = async_rollout.batches_asked(args)
     batches = async_rollout.batch_plan(prompts, groups, args.num_generations, asked)
     by_mode: ByMode = plan.generation["rollout_func"]
-    played = async_rollout.AsyncRollout(by_mode.train, batches, ahead, run.max_staleness)
+    played = async_rollout.AsyncRollout(
+        by_mode.train, batches, ahead, run.max_staleness, served=bool(args.use_vllm)
+    )
     plan.generation["rollout_func"] = dataclasses.replace(by_mode, train=played)
     return OffPolicyGRPOTrainer, async_rollout.Closing(played)
