@@ -191,8 +191,8 @@ def test_a_batch_played_ahead_is_the_one_asked_for_or_is_dropped(service: Servic
 
     model, tokenizer = load("tiny")
     state = SimpleNamespace(global_step=0)
-    trainer = SimpleNamespace(state=state, model=model,
-                              accelerator=SimpleNamespace(unwrap_model=lambda m: m))  # fmt: skip
+    alone = SimpleNamespace(unwrap_model=lambda m: m, process_index=0, num_processes=1)
+    trainer = SimpleNamespace(state=state, model=model, accelerator=alone)
     plan = batch_plan([example_prompt(i) for i in range(4)], groups=1, generations=2)
     with WanderClient(service.url) as client:
         rollout = WanderRollout(client, tokenizer, [Task("digits", ["digits"])],
@@ -215,16 +215,22 @@ def test_asynchronous_rollouts_are_refused_where_they_cannot_run() -> None:
 
     with pytest.raises(ValueError, match="max_staleness is for rollout"):
         GRPORunConfig(rollout="environment_factory", max_staleness=1)
-    options = {"output_dir": "/tmp/unused", "report_to": "none", "use_cpu": True}
+    options = {"output_dir": "/tmp/unused", "report_to": "none", "use_cpu": True,
+               "shuffle_dataset": False}  # fmt: skip
     args = GRPOConfig(**options, per_device_train_batch_size=8, num_generations=4,
                       steps_per_generation=2)  # fmt: skip
     with pytest.raises(ValueError, match="less than the 2 between two generation batches"):
         async_rollout.ahead(1, args)
     assert async_rollout.ahead(4, args) == 2
-    with pytest.raises(ValueError, match="in one process; this run has 2"):
-        async_rollout.check(args, 2)
+    async_rollout.check(args, 2)  # several processes, each with its copy of the model
+    served = GRPOConfig(**options, use_vllm=True, vllm_mode="server")
+    async_rollout.check(served, 1)
+    with pytest.raises(ValueError, match="this run has 2, and TRL's client"):
+        async_rollout.check(served, 2)
+    with pytest.raises(ValueError, match="DeepSpeed and FSDP shard it"):
+        async_rollout.check(GRPOConfig(**options, fsdp="full_shard"), 2)
     with pytest.raises(ValueError, match="unshuffled"):
-        async_rollout.check(GRPOConfig(**options, shuffle_dataset=True), 1)
+        async_rollout.check(GRPOConfig(**{**options, "shuffle_dataset": True}), 1)
 
 
 def test_batches_are_stratified() -> None:
@@ -881,7 +887,7 @@ def test_stage_2_starts_where_stage_1_ended(
     torch.testing.assert_close(resumed.at["begin"], first.at["end"], atol=1e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("backend", ["vllm", "transformers"])
+@pytest.mark.parametrize("backend", ["vllm", "transformers", "async"])
 def test_two_processes_each_play_their_part_of_the_batch(
     service: ServiceProcess, tmp_path: Path, backend: str
 ) -> None:
@@ -890,9 +896,13 @@ def test_two_processes_each_play_their_part_of_the_batch(
     vllm: on a stand-in for a vLLM server, whose client TRL keeps on the main process
     only. transformers: the second process's episodes fail at their first step, yet
     it samples as often as the first (under ZeRO-3 / FSDP each forward pass is a
-    collective)."""
+    collective). async: the same, asynchronous (two steps, the second batch played
+    ahead): the second process samples for its own episodes only, never waiting for
+    the first's."""
+    steps = 2 if backend == "async" else 1
     config, out = tmp_path / "two.toml", tmp_path / "out"
     config.write_text(f"""
+max_staleness = {steps - 1}
 model = "tiny"
 env = "digits"
 examples = 4
@@ -906,7 +916,7 @@ max_tokens_per_turn = 8
 num_generations = 4
 generation_batch_size = 8
 per_device_train_batch_size = 4
-max_steps = 1
+max_steps = {steps}
 learning_rate = 0.01
 logging_steps = 1
 save_strategy = "no"
@@ -922,32 +932,39 @@ target_modules = "all-linear"
         "-m", "tests.launched_grpo", "train", "grpo", "--config", str(config), "--url", service.url,
     ]  # fmt: skip
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "WANDER_TEST_RECORD": str(tmp_path),
-           "WANDER_TEST_BACKEND": backend}  # fmt: skip
+           "WANDER_TEST_BACKEND": "vllm" if backend == "vllm" else "transformers"}  # fmt: skip
     done = subprocess.run(launch, cwd=Path(__file__).parents[1], env=env, capture_output=True,
                           text=True, timeout=240)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     main, other = (json.loads((tmp_path / f"rank{i}.json").read_text()) for i in (0, 1))
 
-    # Each process played 4 episodes of its own: one GRPO group (one example, one
-    # seed), each process another; the archive holds all 8 of the run.
-    assert len(main["episodes"]) == len(other["episodes"]) == 4
+    # Each process played 4 episodes of its own a step: one GRPO group (one example,
+    # one seed), each process another; the archive holds all 8 of each step.
+    assert len(main["episodes"]) == len(other["episodes"]) == 4 * steps
     with WanderClient(service.url) as client:
-        assert archived(client, f"two-{backend}", 8) == 8
-        records = {e.id: e for e in client.episodes(f"two-{backend}", limit=10).episodes}
+        assert archived(client, f"two-{backend}", 8 * steps) == 8 * steps
+        records = {e.id: e for e in client.episodes(f"two-{backend}", limit=20).episodes}
     assert set(records) == {*main["episodes"], *other["episodes"]}
     starts = [{(records[e].example, records[e].seed) for e in p["episodes"]} for p in (main, other)]
-    assert [len(start) for start in starts] == [1, 1] and starts[0] != starts[1]
+    assert [len(start) for start in starts] == [steps, steps] and not starts[0] & starts[1]
     for record in (main, other):
-        [logged] = [entry for entry in record["log_history"] if "loss" in entry]
-        assert math.isfinite(logged["loss"])
+        logged = [entry for entry in record["log_history"] if "loss" in entry]
+        assert len(logged) == steps and all(math.isfinite(entry["loss"]) for entry in logged)
     if backend == "vllm":
         # One request a turn (2 turns) for both processes' 8 prompts, from the main process.
         assert main["requests"] == [8, 8] and other["requests"] is None
-    else:
+    elif backend == "transformers":
         # Two turns for the first process's 4 episodes; the second's ended at the first
         # (failed: 4 of the batch's 8, within max_failure_rate), so its second is empty.
         assert main["generate_calls"] == [4, 4] and other["generate_calls"] == [4, 0]
         assert "4 of 8 episodes of the batch failed" in done.stderr
+    else:
+        # Asynchronous: each process's turns are its own episodes' (two batches of two
+        # turns, the second's played ahead), and the second's first batch ended after
+        # one: it did not go on sampling for none. Failures judged on the whole batch.
+        assert main["generate_calls"] == [4, 4, 4, 4] and other["generate_calls"] == [4, 4, 4]
+        assert "4 of 8 episodes of the batch failed" in done.stderr
+        assert [entry["wander/staleness"] for entry in logged] == [0.0, 1.0]
 
     # The stage's folder holds a whole model (the adapter merged), which loads, and
     # the step changed it.

@@ -245,8 +245,9 @@ def test_batches_played_ahead_sample_on_the_server_between_weight_syncs(
     model = AutoModelForCausalLM.from_pretrained(stage, dtype=torch.float32).eval()
     timeline = Timeline(vllm_client.VLLMClient(base_url=vllm.url, connection_timeout=30))
     generation = SimpleNamespace(vllm_client=timeline, sync_weights=timeline.sync_weights)
+    alone = SimpleNamespace(process_index=0, num_processes=1)
     trainer = SimpleNamespace(state=SimpleNamespace(global_step=0), model=model,
-                              vllm_generation=generation)  # fmt: skip
+                              vllm_generation=generation, accelerator=alone)  # fmt: skip
     plan = batch_plan([example_prompt(i) for i in range(2)], groups=1, generations=2)
     game = Task("tictactoe", ["win", "format", "invalid_move"])
     with WanderClient(service.url) as wander:

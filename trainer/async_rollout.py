@@ -31,7 +31,14 @@ What samples:
   straddle a sync counts as the older version's. Each token's sampling logprob is the
   server's, so the importance weight stays exact per token.
 
-One process only: ``check`` refuses a run of several when it starts.
+With several processes (``accelerate launch``), TRL asks each for its part of the
+batch: a contiguous slice, the same one every batch. Each process plays its own
+slices ahead, on its own copy of the model, and none waits for another's episodes
+(in lockstep every process goes through as many turns as the longest episode of any:
+``processes``); the processes meet only when TRL asks for a batch, where the share of
+failed episodes is judged on the whole batch, as in lockstep. A model sharded by
+ZeRO or FSDP has no whole copy to sample with, and a vLLM server's client lives on the
+main process only: ``check`` refuses those runs when they start.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ from wander.trainer.backends import (
     TransformersBackend,
     VLLMServerBackend,
 )
+from wander.trainer.processes import Processes
 from wander.trainer.rollout import WanderRollout
 
 Prompt = list[dict[str, Any]]
@@ -187,24 +195,27 @@ class AsyncRollout:
         self.sampler: ModelCopy | ServedWeights = ServedWeights() if served else ModelCopy()
         self.ahead: deque[Played] = deque()
         self.next = 0  # the batch of the plan to play ahead next
+        self.part = slice(None)  # this process's part of each batch
+        self.playing: WanderRollout | None = None
         self.starts: list[Start] = []  # every batch played, in order
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="wander-rollout")
 
     def __call__(self, prompts: list[Prompt], trainer: Any = None) -> dict[str, Any]:
         step = trainer.state.global_step
-        if self.rollout.stop_ids is None:  # the trainer's model's, as TRL stops on them
-            self.rollout = copy.copy(self.rollout)
-            self.rollout.stop_ids = sorted(self.rollout.stops_for(trainer))
+        if self.playing is None:  # the first call
+            self.playing = self._playing(trainer)
         self.sampler.publish(trainer)
         if self.ahead and self.ahead[0].prompts == prompts:
             played = self.ahead.popleft()
         else:
             self._drop_ahead()
             played = self._submit(prompts)
-            found = self._index(prompts)
-            self.next = len(self.plan) if found is None else found + 1
+            found = self._locate(prompts)
+            self.next = len(self.plan) if found is None else found[0] + 1
+            if found is not None:
+                self.part = found[1]
         while len(self.ahead) < self.batches_ahead and self.next < len(self.plan):
-            self.ahead.append(self._submit(self.plan[self.next]))
+            self.ahead.append(self._submit(self.plan[self.next][self.part]))
             self.next += 1
         output = played.output.result()
         if step - played.version > self.max_staleness:  # the run took more steps than planned
@@ -212,11 +223,40 @@ class AsyncRollout:
             played = self._submit(prompts)
             output = played.output.result()
         output["wander_staleness"] = [step - played.version] * len(output["episode_id"])
+        self._judge(output, trainer)
         return output
 
+    def _judge(self, output: dict[str, Any], trainer: Any) -> None:
+        """The share of the batch's episodes that failed, judged on every process's
+        part of it, as in lockstep (``WanderRollout.judge_failures``)."""
+        played = output["episode_id"]
+        failed = [e for e, f in zip(played, output["wander_failed"], strict=True) if f]
+        first = f" (the first: {failed[0]})" if failed else ""
+        processes = Processes(trainer.accelerator)
+        self.rollout.judge_failures(len(failed), len(played), first, processes)
+
+    def _playing(self, trainer: Any) -> WanderRollout:
+        """The rollout the batches are played with: stopping on the trainer's model's
+        stop tokens, as TRL does, and leaving the share of failed episodes to be judged
+        when a batch is asked for, on every process's part of it."""
+        playing = copy.copy(self.rollout)
+        playing.stop_ids = sorted(self.rollout.stops_for(trainer))
+        playing.max_failure_rate = 1.0
+        return playing
+
+    def _locate(self, prompts: list[Prompt]) -> tuple[int, slice] | None:
+        """The batch of the plan that ``prompts`` are this process's part of, and which
+        part (None: not in the plan). The parts of a batch are equal and in order."""
+        size = len(prompts)
+        for index, batch in enumerate(self.plan):
+            for start in range(0, len(batch), size):
+                if batch[start : start + size] == prompts:
+                    return index, slice(start, start + size)
+        return None
+
     def _index(self, prompts: list[Prompt]) -> int | None:
-        """The place of the batch of ``prompts`` in the plan (None: not in it)."""
-        return next((i for i, batch in enumerate(self.plan) if batch == prompts), None)
+        found = self._locate(prompts)
+        return None if found is None else found[0]
 
     def _submit(self, prompts: list[Prompt]) -> Played:
         played = Played(prompts)
@@ -225,7 +265,8 @@ class AsyncRollout:
 
     def _play(self, played: Played) -> dict[str, Any]:
         started = time.monotonic()
-        rollout, version = self.sampler.begin(self.rollout)
+        assert self.playing is not None  # set by the first call, before any batch
+        rollout, version = self.sampler.begin(self.playing)
         self.starts.append(Start(self._index(played.prompts), version(), started))
         try:
             return rollout(played.prompts)
@@ -288,10 +329,16 @@ def ahead(max_staleness: int, args: Any) -> int:
 
 def check(args: Any, processes: int) -> None:
     """Refuse what asynchronous rollouts do not do (see the module docstring)."""
-    if processes > 1:
+    if processes > 1 and args.use_vllm:
         raise ValueError(
-            f"max_staleness plays batches ahead in one process; this run has {processes} "
-            "(leave max_staleness at 0 for lockstep rollouts)"
+            f"max_staleness with a vLLM server plays batches ahead in one process; this run "
+            f"has {processes}, and TRL's client to the server lives on the main one (leave "
+            "max_staleness at 0, or use_vllm off)"
+        )
+    if args.deepspeed or args.fsdp:
+        raise ValueError(
+            "max_staleness samples with a whole copy of the model in each process; "
+            "DeepSpeed and FSDP shard it (leave max_staleness at 0)"
         )
     if args.shuffle_dataset:
         raise ValueError("max_staleness predicts the batches from the unshuffled dataset")

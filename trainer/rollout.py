@@ -490,13 +490,17 @@ class WanderRollout:
         self.client.delete(trajectory.episode_id)
 
     def _check_failures(self, trajectories: list[Trajectory], processes: Processes) -> None:
-        """Judged on the whole batch, every process's part of it, so that the
-        processes stop together (one alone would leave the others waiting for it)."""
         failed = [t for t in trajectories if t.failure is not None]
-        total, played = processes.total(len(failed)), processes.total(len(trajectories))
+        first = f" (the first, {failed[0].episode_id}: {failed[0].failure})" if failed else ""
+        self.judge_failures(len(failed), len(trajectories), first, processes)
+
+    def judge_failures(self, failed: int, played: int, first: str, processes: Processes) -> None:
+        """Judged on the whole batch, every process's part of it, so that the
+        processes stop together (one alone would leave the others waiting for it):
+        ``failed`` of this process's ``played`` episodes failed, ``first`` says how."""
+        total, played = processes.total(failed), processes.total(played)
         if not total:
             return
-        first = f" (the first, {failed[0].episode_id}: {failed[0].failure})" if failed else ""
         what = f"{total} of {played} episodes of the batch failed{first}"
         if total > self.max_failure_rate * played:
             raise RolloutFailed(
