@@ -222,3 +222,12 @@ class DeletingClient(WanderClient):
             self.deleted.append(steps[0]["episode_id"])
             self.delete(self.deleted[-1])
         return super().step_many(steps)
+
+
+def played_elsewhere(factory: Any) -> tuple[str, str, str]:
+    """In a worker process, as TRL's ``AsyncGRPOTrainer`` runs its ``environment_factory``
+    (given unpickled): one rollout's reset and first tool call; the class's name, the
+    tool's reply and the episode's id."""
+    environment = factory()
+    environment.reset(example=0)
+    return type(environment).__name__, environment.list_tables(), environment._episode.id

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -580,6 +581,26 @@ def test_a_tool_environment_plays_its_rollout_as_one_wander_episode(
     # Ended by its turn limit, the episode takes no final answer; the reward is its score.
     assert record.status == "done" and record.turn == 2
     assert reward == record.score.total and record.score.metrics["answered"] is False
+
+
+def test_a_tool_environment_class_plays_in_a_worker_process(service: ServiceProcess) -> None:
+    """TRL's ``AsyncGRPOTrainer`` pickles its ``environment_factory`` into a worker
+    process: the class made for the service pickles as the call that makes it again,
+    and plays there with the same service, options and tools."""
+    with WanderClient(service.url) as client:
+        factory = tool_environment(client, "sql", config={"max_turns": 3}, run="trl-pickled")
+        code = ("import json, pickle, sys; from tests.helpers import played_elsewhere; "
+                "print(json.dumps(played_elsewhere(pickle.load(sys.stdin.buffer))))")  # fmt: skip
+        worker = subprocess.run(
+            [sys.executable, "-c", code], input=pickle.dumps(factory), capture_output=True,
+            cwd=Path(__file__).parents[1], timeout=120,
+        )  # fmt: skip
+        assert worker.returncode == 0, worker.stderr.decode()[-2000:]
+        name, tables, episode = json.loads(worker.stdout)
+        record = client.episode(episode)
+        client.delete(episode)
+    assert name == "SqlEnvironment" and "customers" in tables.splitlines()
+    assert (record.run, record.config["max_turns"], record.turn) == ("trl-pickled", 3, 1)
 
 
 def test_wander_score_ends_every_rollout(service: ServiceProcess) -> None:

@@ -31,6 +31,7 @@ Wander's score.
 
 from __future__ import annotations
 
+import copyreg
 import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -102,6 +103,25 @@ class WanderToolEnvironment:
         return episode.score()
 
 
+class ToolEnvironmentType(type):
+    """The type of the classes ``tool_environment`` makes. Such a class exists only in
+    the process that made it, so it pickles as the call that makes it again (TRL's
+    ``AsyncGRPOTrainer`` sends its ``environment_factory`` to a worker process): the
+    service's URL, the environment and its episodes' options, its tools fetched anew
+    where it is unpickled (the API key read there from ``WANDER_API_KEY``)."""
+
+
+def _made_again(url: str, env: str, options: dict[str, Any]) -> type[WanderToolEnvironment]:
+    return tool_environment(WanderClient(url), env, **options)
+
+
+def _pickled(cls: ToolEnvironmentType) -> tuple[Any, ...]:
+    return _made_again, (cls._client.base_url, cls._env, cls._episode_options)  # type: ignore[attr-defined]
+
+
+copyreg.pickle(ToolEnvironmentType, _pickled)
+
+
 def class_name(env: str) -> str:
     """``sql`` -> ``SqlEnvironment``, ``rg/chain_sum`` -> ``RgChainSumEnvironment``."""
     return "".join(part.capitalize() for part in re.split(r"[^0-9A-Za-z]+", env)) + "Environment"
@@ -136,7 +156,7 @@ def tool_environment(
     for tool in info.tools:
         method = tool_method(tool)
         attributes[method.__name__] = method
-    return type(name, (WanderToolEnvironment,), attributes)
+    return ToolEnvironmentType(name, (WanderToolEnvironment,), attributes)
 
 
 FINISHING_THREADS = 16
