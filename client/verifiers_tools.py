@@ -26,6 +26,8 @@ in their environments only; the state is never written to a trace).
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import inspect
 import keyword
 from collections.abc import Awaitable, Callable, Mapping
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 
     from wander.client.verifiers import WanderData
 
-__all__ = ["WanderState", "WanderTools", "tool_function"]
+__all__ = ["WanderState", "WanderTools", "one_at_a_time", "tool_function"]
 
 
 class WanderState(vf.State):
@@ -67,10 +69,14 @@ class WanderTools(vf.Toolset[vf.ToolsetConfig, WanderState]):
         self._url, self._tools = task.url, task.tools
 
     def register(self, mcp: MCPServer) -> None:
+        # A model may make several calls in one message, and a harness may run them at
+        # once; each is a step at the state's turn, so they take turns (the state pulled
+        # before and pushed after each).
+        turns = asyncio.Lock()
         for tool in self._tools:
             function = tool["function"]
             mcp.add_tool(
-                self._with_state(tool_function(tool, self._step)),
+                one_at_a_time(self._with_state(tool_function(tool, self._step)), turns),
                 name=function["name"],
                 description=function.get("description") or None,
             )
@@ -90,6 +96,20 @@ class WanderTools(vf.Toolset[vf.ToolsetConfig, WanderState]):
         result = await self._wander.step(state.episode_id, action, turn=state.turn)
         state.turn, state.done = result.turn, result.done
         return text_of(result.observation)
+
+
+def one_at_a_time(
+    call: Callable[..., Awaitable[str]], lock: asyncio.Lock
+) -> Callable[..., Awaitable[str]]:
+    """``call``, holding ``lock`` while it runs; with its signature (MCP reads it)."""
+
+    @functools.wraps(call)
+    async def held(*args: Any, **kwargs: Any) -> str:
+        async with lock:
+            return await call(*args, **kwargs)
+
+    held.__signature__ = inspect.signature(call)  # type: ignore[attr-defined]
+    return held
 
 
 def tool_function(

@@ -190,6 +190,7 @@ def test_vf_eval_plays_a_tool_environment_each_tool_call_a_step(
         model = "scripted"
         push = false
         num_rollouts = 1
+        max_concurrent = 3
 
         [client]
         base_url = "{scripted.url}/v1"
