@@ -99,6 +99,8 @@ class WanderData(vf.TaskData):
 class WanderTask(vf.Task[WanderData, WanderState, WanderTaskConfig]):
     @classmethod
     def toolsets(cls, config: WanderTaskConfig) -> list[vf.Toolset]:
+        """A tool environment's tools, as one MCP server per rollout; none for a text
+        environment."""
         return [WanderTools(config.toolset)] if config.tools else []
 
     @vf.stop
@@ -136,9 +138,9 @@ class WanderTaskset(vf.Taskset[WanderTask, WanderConfig]):
 
 class WanderEnvConfig(vf.EnvConfig):
     player: vf.AgentConfig = vf.AgentConfig(harness={"id": "null"}, runtime=vf.SubprocessConfig())
-    """The model's seat: by default the `null` harness (a plain chat loop, no tools) in a
-    local subprocess, as Wander's text environments need nothing more, and the run stays
-    on this machine."""
+    """The model's seat: by default the `null` harness (a plain chat loop, calling the
+    task's MCP tools if it has any) in a local subprocess, as Wander's environments need
+    nothing more, and the run stays on this machine."""
 
 
 class WanderEnv(vf.Env[WanderEnvConfig]):
