@@ -87,7 +87,8 @@ class Start:
     started: float
 
 
-Sampler = Callable[[], int]
+Version = Callable[[], int]
+"""The optimizer step of the weights a batch was played with, asked once it is played."""
 
 
 @dataclass
@@ -109,7 +110,7 @@ class ModelCopy:
                 self.sampler = copy.deepcopy(model).eval()
             self.version, self.weights = trainer.state.global_step, weights
 
-    def begin(self, rollout: WanderRollout) -> tuple[WanderRollout, Sampler]:
+    def begin(self, rollout: WanderRollout) -> tuple[WanderRollout, Version]:
         """``rollout`` sampling with the newest published weights, and their version."""
         with self.lock:
             weights, version, self.weights = self.weights, self.version, None
@@ -147,7 +148,7 @@ class ServedWeights:
         generation.sync_weights = locked_sync
         self.version = trainer.state.global_step
 
-    def begin(self, rollout: WanderRollout) -> tuple[WanderRollout, Sampler]:
+    def begin(self, rollout: WanderRollout) -> tuple[WanderRollout, Version]:
         """``rollout`` sampling on the server, and the oldest version it sampled with."""
         backend = ServedBackend(VLLMServerBackend(self.client, rollout.sampling), self)
         played = copy.copy(rollout)
