@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import pickle
@@ -185,7 +186,9 @@ def test_asynchronous_rollouts_play_the_next_batch_while_the_trainer_trains(
     assert episodes == 24 and played.pool._shutdown
 
 
-def test_a_batch_played_ahead_is_the_one_asked_for_or_is_dropped(service: ServiceProcess) -> None:
+def test_a_batch_played_ahead_is_the_one_asked_for_or_is_dropped(
+    service: ServiceProcess, caplog: pytest.LogCaptureFixture
+) -> None:
     """A batch asked for that was not predicted (a resumed run's first) is played there
     and then; the batch played ahead is dropped, and the plan goes on after it."""
     from wander.trainer.async_rollout import AsyncRollout, batch_plan
@@ -195,11 +198,17 @@ def test_a_batch_played_ahead_is_the_one_asked_for_or_is_dropped(service: Servic
     alone = SimpleNamespace(unwrap_model=lambda m: m, process_index=0, num_processes=1)
     trainer = SimpleNamespace(state=state, model=model, accelerator=alone)
     plan = batch_plan([example_prompt(i) for i in range(4)], groups=1, generations=2)
-    with WanderClient(service.url) as client:
-        rollout = WanderRollout(client, tokenizer, [Task("digits", ["digits"])],
-                                run="async-plan", sampling=Sampling(4))  # fmt: skip
+    with DeletingClient(service.url, at=1) as client:
+        rollout = WanderRollout(client, tokenizer, [Task("digits", ["digits"])], run="async-plan",
+                                sampling=Sampling(4), max_failure_rate=0.5)  # fmt: skip
         played = AsyncRollout(rollout, plan, ahead=1, max_staleness=1)
-        played(plan[2], trainer)  # not predicted: played now, and plan[3] ahead
+        with caplog.at_level(logging.WARNING, logger="wander.trainer.rollout"):
+            first = played(plan[2], trainer)  # not predicted: played now, and plan[3] ahead
+        # Its failed episode is judged when the batch is asked for, and said once.
+        warned = [r.getMessage() for r in caplog.records]
+        [warned] = [message for message in warned if "of the batch failed" in message]
+        assert warned.startswith("1 of 2 episodes of the batch failed")
+        assert first["wander_failed"].count(True) == 1
         played(plan[0], trainer)  # not predicted either: plan[3] dropped, plan[1] ahead
         state.global_step = 1
         output = played(plan[1], trainer)  # predicted: played ahead by step 0's policy

@@ -230,19 +230,16 @@ class AsyncRollout:
     def _judge(self, output: dict[str, Any], trainer: Any) -> None:
         """The share of the batch's episodes that failed, judged on every process's
         part of it, as in lockstep (``WanderRollout.judge_failures``)."""
-        played = output["episode_id"]
-        failed = [e for e, f in zip(played, output["wander_failed"], strict=True) if f]
-        first = f" (the first: {failed[0]})" if failed else ""
+        failures = output.pop("wander_failure")
         processes = Processes(trainer.accelerator)
-        self.rollout.judge_failures(len(failed), len(played), first, processes)
+        self.rollout.judge_failures(output["episode_id"], failures, processes)
 
     def _playing(self, trainer: Any) -> WanderRollout:
         """The rollout the batches are played with: stopping on the trainer's model's
-        stop tokens, as TRL does, and leaving the share of failed episodes to be judged
-        when a batch is asked for, on every process's part of it."""
+        stop tokens, as TRL does (``_play`` leaves the share of failed episodes to be
+        judged when a batch is asked for, on every process's part of it)."""
         playing = copy.copy(self.rollout)
         playing.stop_ids = sorted(self.rollout.stops_for(trainer))
-        playing.max_failure_rate = 1.0
         return playing
 
     def _locate(self, prompts: list[Prompt]) -> tuple[int, slice] | None:
@@ -270,7 +267,7 @@ class AsyncRollout:
         rollout, version = self.sampler.begin(self.playing)
         self.starts.append(Start(self._index(played.prompts), version(), started))
         try:
-            return rollout(played.prompts)
+            return rollout.play(played.prompts, judge=False)
         finally:
             played.version = version()
 

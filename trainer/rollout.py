@@ -400,6 +400,15 @@ class WanderRollout:
     def __call__(self, prompts: list[list[dict[str, Any]]], trainer: Any = None) -> dict[str, Any]:
         """This process's part of the batch (TRL calls every process with its own
         prompts; see ``processes``), played in step with the other processes."""
+        return self.play(prompts, trainer)
+
+    def play(
+        self, prompts: list[list[dict[str, Any]]], trainer: Any = None, *, judge: bool = True
+    ) -> dict[str, Any]:
+        """``__call__``; ``judge=False`` leaves the share of failed episodes to the
+        caller, who judges the batch when it is asked for (asynchronous rollouts:
+        ``AsyncRollout``) and warns about it once: ``wander_failure`` then holds each
+        episode's failure (None where it played), for the caller to take out."""
         processes = Processes(None if trainer is None else trainer.accelerator)
         stops = self.stops_for(trainer)
         handles = [self.handle(prompt) for prompt in prompts]
@@ -408,7 +417,12 @@ class WanderRollout:
             self._start(episode_groups(handles, *batch_layout(trainer)), trajectories)
             with self.backend_for(trainer, processes) as backend:
                 self._play(trajectories, backend, stops, processes)
-            self._check_failures(trajectories, processes)
+            if judge:
+                self.judge_failures(
+                    [t.episode_id for t in trajectories],
+                    [t.failure for t in trajectories],
+                    processes,
+                )
             scores = [
                 None if t.failure is not None else self.client.score(t.episode_id, partial=True)
                 for t in trajectories
@@ -425,6 +439,8 @@ class WanderRollout:
             "wander_task": [t.task for t in trajectories],
             "wander_failed": [t.failure is not None for t in trajectories],
         }
+        if not judge:
+            output["wander_failure"] = [t.failure for t in trajectories]
         for name, (task, what) in self.fields.items():
             read = component if what in task.components else metric
             output[name] = [
@@ -489,16 +505,16 @@ class WanderRollout:
         trajectory.fail(f"generation refused: {generation.failure}")
         self.client.delete(trajectory.episode_id)
 
-    def _check_failures(self, trajectories: list[Trajectory], processes: Processes) -> None:
-        failed = [t for t in trajectories if t.failure is not None]
-        first = f" (the first, {failed[0].episode_id}: {failed[0].failure})" if failed else ""
-        self.judge_failures(len(failed), len(trajectories), first, processes)
-
-    def judge_failures(self, failed: int, played: int, first: str, processes: Processes) -> None:
+    def judge_failures(
+        self, episodes: Sequence[str], failures: Sequence[str | None], processes: Processes
+    ) -> None:
         """Judged on the whole batch, every process's part of it, so that the
         processes stop together (one alone would leave the others waiting for it):
-        ``failed`` of this process's ``played`` episodes failed, ``first`` says how."""
-        total, played = processes.total(failed), processes.total(played)
+        ``failures`` holds how each of this process's ``episodes`` failed (None where
+        it played)."""
+        failed = [(e, f) for e, f in zip(episodes, failures, strict=True) if f is not None]
+        first = f" (the first, {failed[0][0]}: {failed[0][1]})" if failed else ""
+        total, played = processes.total(len(failed)), processes.total(len(episodes))
         if not total:
             return
         what = f"{total} of {played} episodes of the batch failed{first}"
