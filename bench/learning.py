@@ -87,6 +87,16 @@ def main() -> None:
         help="noisy-minimax games played for SFT (about a second per 100): at 1,000 the model "
         "learnt their words but not to copy the free cells",
     )  # fmt: skip
+    parser.add_argument(
+        "--warmup-noise", type=float, default=0.1,
+        help="the warm-up baseline's share of random moves (MinimaxPolicy's noise): the "
+        "SFT model learns to make them too",
+    )  # fmt: skip
+    parser.add_argument(
+        "--warmup-opponent", type=float, nargs=2, default=None, metavar=("MIN", "MAX"),
+        help="the warm-up games' opponent random-move probability range (default: "
+        "--train-opponent's); from 0, the SFT data holds the positions a strong opponent makes",
+    )  # fmt: skip
     parser.add_argument("--sft-steps", type=int, default=800)
     parser.add_argument("--grpo-steps", type=int, default=30, help="generation batches played")
     parser.add_argument(
@@ -224,12 +234,18 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         model = build_model(tokenizer, hidden_size=args.hidden, layers=args.layers)
         model.to("cuda" if _device() != "CPU" else "cpu")  # the trainers would move it later
         evaluate_stage("base", min(args.eval_games, BASE_EVAL_GAMES))
-        warm_up(url, model, tokenizer, args, train_opponent, scratch)
+        warmup_opponent = dict(
+            zip(train_opponent, args.warmup_opponent or args.train_opponent, strict=True)
+        )
+        warm_up(url, model, tokenizer, args, warmup_opponent, scratch)
         evaluate_stage("sft", args.eval_games)
         if record is not None:
             model.save_pretrained(record.parent)
             tokenizer.save_pretrained(record.parent)
-            kept = ("warmup_games", "sft_steps", "hidden", "layers", "eval_games")
+            kept = (
+                "warmup_games", "warmup_noise", "warmup_opponent", "sft_steps", "hidden",
+                "layers", "eval_games",
+            )  # fmt: skip
             earlier = {
                 "args": {key: report["args"][key] for key in kept},
                 "stages": stage,
@@ -276,17 +292,19 @@ def warm_up(
     opponent: dict[str, float],
     scratch: Path,
 ) -> None:
-    """SFT on the non-lost games of the noisy minimax baseline, played on the train
-    split (the stages are evaluated on the eval split) one game at a time: the
-    baseline's random draws then fall in the same games on every run, and so the SFT
-    data and model repeat (concurrent games drew them in whatever order the games
-    happened to interleave, and each run trained its own SFT model)."""
+    """SFT on the non-lost games of the minimax baseline (``--warmup-noise`` of its
+    moves random), played on the train split (the stages are evaluated on the eval
+    split) one game at a time: the baseline's random draws then fall in the same games
+    on every run, and so the SFT data and model repeat (concurrent games drew them in
+    whatever order the games happened to interleave, and each run trained its own SFT
+    model)."""
 
     async def play() -> None:
         async with AsyncWanderClient(url) as wander:
             await evaluate(
-                wander, "tictactoe", MinimaxPolicy(noise=0.1, seed=0), examples=args.warmup_games,
-                config=opponent, split="train", run="warmup", concurrency=1, progress=False,
+                wander, "tictactoe", MinimaxPolicy(noise=args.warmup_noise, seed=0),
+                examples=args.warmup_games, config=opponent, split="train", run="warmup",
+                concurrency=1, progress=False,
             )  # fmt: skip
 
     asyncio.run(play())
@@ -320,10 +338,14 @@ def write(report: dict[str, Any], results: Path) -> None:
     per_move = f", {cost:g} per invalid move" if cost else ""
     warmup = args.get("grpo_warmup_steps")  # likewise
     warmed = f" after {warmup} warm-up steps" if warmup else ""
+    noise = args.get("warmup_noise", 0.1)  # likewise
+    warmup_low, warmup_high = args.get("warmup_opponent") or (low, high)
     lines = [
         f"Tiny model ({args['hidden']} hidden, {args['layers']} layers) from scratch on "
         f"{report['device']}, "
-        f"{report['minutes']} minutes in all: {args['warmup_games']} warm-up games, "
+        f"{report['minutes']} minutes in all: {args['warmup_games']} warm-up games "
+        f"(minimax, {noise:.0%} random moves, against a {warmup_low:.0%}-{warmup_high:.0%} "
+        "random opponent), "
         f"{args['sft_steps']} SFT steps, {args['grpo_steps']} GRPO steps of "
         f"{args['grpo_prompts']} x 8 games against a {low:.0%}-{high:.0%} random opponent "
         f"{turns}({args['loss_type']} loss, lr {args['grpo_lr']:g}{warmed}, "
