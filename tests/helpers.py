@@ -231,3 +231,9 @@ def played_elsewhere(factory: Any) -> tuple[str, str, str]:
     environment = factory()
     environment.reset(example=0)
     return type(environment).__name__, environment.list_tables(), environment._episode.id
+
+
+def unhandled_errors(service: ServiceProcess) -> str:
+    """The service's log records of its 500s, tracebacks included (one JSON line each):
+    what a test that saw one says, since such a failure may not come back on a rerun."""
+    return "\n".join(line for line in service.logs().splitlines() if "unhandled error" in line)

@@ -34,6 +34,7 @@ import pytest
 import redis
 from redis.crc import key_slot
 
+from tests.helpers import unhandled_errors
 from tests.load import Account, Players, Traffic, account
 from tests.proxy import OutageProxy, behind_proxy
 from tests.redis_cluster import start_cluster
@@ -184,7 +185,7 @@ async def test_faults_under_load_lose_and_duplicate_nothing(
 
     assert result.lost == []
     assert result.duplicated == []
-    assert players.broken == {}
+    assert players.broken == {}, unhandled_errors(wander)
     assert set(players.traffic.server_errors) <= RETRYABLE, players.traffic.server_errors
     assert all(phase.finished > 0 for phase in timeline.phases), "a fault stopped the games"
 
@@ -231,7 +232,7 @@ async def test_a_cluster_primary_killed_under_load_loses_and_duplicates_nothing(
         assert set(during[index]) <= set(refused) | set(served), (index, during[index])
     assert result.lost == []
     assert result.duplicated == []
-    assert players.broken == {}
+    assert players.broken == {}, unhandled_errors(wander_on_cluster)
     assert set(players.traffic.server_errors) <= RETRYABLE, players.traffic.server_errors
     assert all(phase.finished > 0 for phase in timeline.phases), "a fault stopped the games"
 
