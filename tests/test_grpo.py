@@ -208,6 +208,7 @@ def test_a_batch_played_ahead_is_the_one_asked_for_or_is_dropped(
         warned = [r.getMessage() for r in caplog.records]
         [warned] = [message for message in warned if "of the batch failed" in message]
         assert warned.startswith("1 of 2 episodes of the batch failed")
+        assert "is aborted" in warned  # how the first failed (the service had aborted it)
         assert first["wander_failed"].count(True) == 1
         played(plan[0], trainer)  # not predicted either: plan[3] dropped, plan[1] ahead
         state.global_step = 1
