@@ -174,6 +174,12 @@ def test_asynchronous_rollouts_play_the_next_batch_while_the_trainer_trains(
     assert type(trainer).__name__ == "OffPolicyGRPOTrainer"
     steps = [entry for entry in trainer.state.log_history if "loss" in entry]
     assert all(math.isfinite(step["loss"]) for step in steps)
+    # Each sequence is weighed by its importance weight against the policy that played
+    # it (TRL's default: sequence_mask, up to 3): 1 for the first batch, played by the
+    # policy it trains; the next ones were played a step (at lr 1e-2) earlier.
+    weights = [step["sampling/importance_sampling_ratio/mean"] for step in steps]
+    assert weights[0] == pytest.approx(1.0, abs=1e-4)
+    assert all(0 < weight <= 3 and abs(weight - 1) > 1e-3 for weight in weights[1:])
     # The first batch was played by the initial policy for the first step; each later one
     # by the policy one step older than the one it trained, and was begun while the
     # trainer was still training on the batch before (it ended with the step at latest).
@@ -219,6 +225,32 @@ def test_a_batch_played_ahead_is_the_one_asked_for_or_is_dropped(
     assert not played.ahead and played.pool._shutdown
 
 
+@pytest.mark.parametrize(
+    ("mode", "low", "high", "expected"),
+    [
+        ("token_truncate", None, 3.0, [[1.0, 3.0, 0.5], [1.0, 1.0, 1.0]]),
+        ("token_mask", 0.6, 3.0, [[1.0, 0.0, 0.0], [1.0, 1.0, 1.0]]),
+        ("sequence_truncate", None, 1.5, [[1.5], [1.0]]),  # the first: 1 x 4 x 0.5
+        ("sequence_mask", None, 1.5, [[0.0], [1.0]]),
+        ("sequence_truncate", 1.5, None, [[2.0], [1.5]]),
+    ],
+)
+def test_a_stale_samples_weight_is_read_as_trl_reads_it(
+    mode: str, low: float | None, high: float | None, expected: list[list[float]]
+) -> None:
+    """The weight of a sample played by an older policy, exp(proximal - sampled), per
+    token or per sequence (over its unmasked tokens), truncated or masked by TRL's
+    vllm_importance_sampling_* settings; a token without a sampling logprob weighs 1."""
+    from wander.trainer.off_policy import importance_weights
+
+    proximal = torch.tensor([[0.0, math.log(4), math.log(0.5)], [0.0, 0.0, 9.0]])
+    sampled = torch.tensor([[0.0, 0.0, 0.0], [float("nan"), 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])  # the last: an env token
+    weights = importance_weights(proximal, sampled, mask, mode, low, high)
+    assert weights.shape == (2, len(expected[0]))
+    assert weights.flatten().tolist() == pytest.approx(torch.tensor(expected).flatten().tolist())
+
+
 def test_asynchronous_rollouts_are_refused_where_they_cannot_run() -> None:
     from trl import GRPOConfig
 
@@ -242,6 +274,30 @@ def test_asynchronous_rollouts_are_refused_where_they_cannot_run() -> None:
         async_rollout.check(GRPOConfig(**options, fsdp="full_shard"), 2)
     with pytest.raises(ValueError, match="unshuffled"):
         async_rollout.check(GRPOConfig(**{**options, "shuffle_dataset": True}), 1)
+    uncorrected = {"use_vllm": True, "vllm_mode": "server",
+                   "vllm_importance_sampling_correction": False}  # fmt: skip
+    with pytest.raises(ValueError, match=r"leave grpo\.vllm_importance_sampling_correction"):
+        GRPORunConfig(max_staleness=1, grpo=uncorrected)
+
+
+def test_on_a_vllm_server_stale_samples_are_weighed_by_trls_own_correction(
+    service: ServiceProcess, tmp_path: Path
+) -> None:
+    """TRL weighs vLLM's samples against the trainer's policy itself: asynchronous
+    rollouts on a server use TRL's trainer as it is (weighing them twice, as Wander's
+    own correction on top would, trained on the square of the weight)."""
+    from wander.trainer.grpo import asynchronous, rollout_func_plan
+
+    served = {"use_vllm": True, "vllm_mode": "server", "max_steps": 2}
+    _, tokenizer = load("tiny")
+    for grpo, expected in (({"max_steps": 2}, "OffPolicyGRPOTrainer"), (served, "GRPOTrainer")):
+        run = digits_run(service.url, tmp_path, "async-class", grpo, max_staleness=1)
+        with WanderClient(service.url) as client:
+            plan = rollout_func_plan(run, client, tokenizer)
+            dataset = [plan.row(*row) for row in training_rows(run.entries(), 8, 2, 0)]
+            trainer_class, closing = asynchronous(run, trl_args(run), plan, dataset)
+            closing.rollout.close()
+        assert trainer_class.__name__ == expected
 
 
 def test_batches_are_stratified() -> None:

@@ -9,9 +9,8 @@ the batch starts; the trainer then trains on samples of a policy at most
 ``max_staleness`` optimizer steps old (``wander/staleness`` in the metrics).
 
 The gradient of such a sample needs the importance weight against the policy that
-sampled it: ``off_policy.OffPolicyGRPOTrainer`` hands TRL each token's sampling
-logprob as the "old" logprob its clipped ratio divides by (without vLLM, TRL would
-divide by the current policy's, as if the sample were fresh).
+sampled it, which TRL applies to a vLLM server's samples and ``off_policy`` adds
+without one.
 
 What the trainer will ask for is known in advance: Wander lays the run's rows out
 unshuffled (``batches.training_rows``), so batch n is rows n*G to (n+1)*G, each

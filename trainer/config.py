@@ -241,6 +241,13 @@ class GRPORunConfig(BaseModel):
                 '(docs/training.md, "Generation on a vLLM server"), or leave use_vllm off to '
                 "sample in the trainer"
             )
+        correction = self.grpo.get("vllm_importance_sampling_correction", True)
+        if self.max_staleness and self.grpo.get("use_vllm") and not correction:
+            raise ValueError(
+                "max_staleness on a vLLM server weighs each sample against the policy that "
+                "played it by TRL's importance-sampling correction: leave "
+                "grpo.vllm_importance_sampling_correction on"
+            )
         return self
 
     @model_validator(mode="after")

@@ -281,9 +281,11 @@ def asynchronous(
     run: GRPORunConfig, args: Any, plan: RolloutPlan, dataset: list[dict[str, Any]]
 ) -> tuple[type, Any]:
     """The trainer class and the callback of a run with asynchronous rollouts: its
-    training batches played ahead (``async_rollout``), their old logprobs the
-    sampling ones (``off_policy``)."""
+    training batches played ahead (``async_rollout``), each token weighed by its
+    importance weight against the policy that sampled it (``off_policy``: TRL's own
+    correction on a vLLM server, Wander's subclass without one)."""
     from accelerate import PartialState
+    from trl import GRPOTrainer
 
     from wander.trainer import async_rollout
     from wander.trainer.off_policy import OffPolicyGRPOTrainer
@@ -299,4 +301,5 @@ def asynchronous(
         by_mode.train, batches, ahead, run.max_staleness, served=bool(args.use_vllm)
     )
     plan.generation["rollout_func"] = dataclasses.replace(by_mode, train=played)
-    return OffPolicyGRPOTrainer, async_rollout.Closing(played)
+    trainer_class = GRPOTrainer if args.use_vllm else OffPolicyGRPOTrainer
+    return trainer_class, async_rollout.Closing(played)
