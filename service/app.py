@@ -79,6 +79,7 @@ def create_app(
         app.state.archiver = archiver
         app.state.keyring = keyring
         app.state.limiter = RateLimiter(store)
+        await writer.start()
         worker = asyncio.create_task(archiver.run(), name="archiver")
         # What is alive now (modules, the app, the catalog: ~250k objects) lives as long
         # as the service; frozen, the full collections that the churn of requests sets

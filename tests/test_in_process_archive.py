@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import httpx
+
 from tests.agents import random_agent
 from tests.helpers import archived_ids, create, play_game, service
 from tests.load import BatchPlayers, Players, account
@@ -70,10 +72,16 @@ async def killed_under(
 ) -> tuple[L, float]:
     """A service of ``environment`` under ``load`` (made for its URL), killed with ``kill -9``
     after ``seconds``: the load, and how long it ran. Nothing is flushed: what is archived
-    was archived while the service ran."""
+    was archived while the service ran.
+
+    The load starts once the service has archived a game: its writer process starts with
+    it, and until the interpreter has imported what it writes with (seconds, on a machine
+    busy with the rest of the suite: nothing was archived in six, once), the games wait in
+    the backlog: what a kill then loses is the writer's start, not the last moment."""
     service = ServiceProcess(environment).start()
     players = load(service.url)
     try:
+        await archived_warm_up(service.url, environment["WANDER_DATABASE_URL"])
         playing = asyncio.create_task(players.play())
         started = time.monotonic()
         await asyncio.sleep(seconds)
@@ -85,6 +93,17 @@ async def killed_under(
     finally:
         service.kill()
     return players, elapsed
+
+
+async def archived_warm_up(url: str, database_url: str, timeout: float = 120.0) -> None:
+    """Play one game on the service at ``url`` and wait until it is archived."""
+    async with httpx.AsyncClient(base_url=url, timeout=30) as api:
+        [episode] = await create(api, run="warm-up")
+        await play_game(api, episode, random_agent(0))
+    deadline = time.monotonic() + timeout
+    while episode["id"] not in await asyncio.to_thread(archived_ids, database_url, "warm-up"):
+        assert time.monotonic() < deadline, "the service archived nothing"
+        await asyncio.sleep(0.1)
 
 
 async def test_kill_9_loses_at_most_the_last_moment(sqlite_url: str) -> None:

@@ -10,7 +10,7 @@ writes, uncontended, run at ~9,000 records/s on SQLite. A process of its own has
 its own: the service only hands it the records' bytes and reads their ids back.
 
 The process is ``python -m wander.service.archive.writer``, a fresh interpreter (nothing
-of the service's memory or threads comes along), started at the first write; it reads
+of the service's memory or threads comes along), started with the service; it reads
 the database's URL, then each chunk of records, as frames on its stdin (``frames.py``,
 pickled: only the two processes speak here, and a record is bytes to them), and answers
 each with the ids or the error, on its stdout. It ends at the end of its stdin, and dies
@@ -58,6 +58,9 @@ class RecordWriter(Protocol):
     chunk: int
     """The most records per ``write``: each is its own transaction."""
 
+    async def start(self) -> None:
+        """Get ready for the first write, without waiting for it to be ready."""
+
     async def write(self, records: Sequence[bytes]) -> list[str]: ...
 
     async def aclose(self) -> None: ...
@@ -89,6 +92,9 @@ class ThreadWriter:
     def __init__(self, archive: Archive) -> None:
         self.archive = archive
 
+    async def start(self) -> None:
+        return None
+
     async def write(self, records: Sequence[bytes]) -> list[str]:
         return await asyncio.to_thread(write_records, self.archive, records)
 
@@ -111,6 +117,14 @@ class ProcessWriter:
     def __init__(self, url: str, processes: int = 1) -> None:
         self._processes = [_WriterProcess(url) for _ in range(processes)]
 
+    async def start(self) -> None:
+        """Start the processes now, with the service: a fresh interpreter takes a second
+        or more to import what it writes with (several on a busy machine), and the games
+        that finish meanwhile would wait in the backlog, lost to a ``kill -9`` of those
+        seconds. Their start is not awaited; one that could not start is tried again at
+        its first write, which says why."""
+        await asyncio.gather(*(process.start() for process in self._processes))
+
     async def write(self, records: Sequence[bytes]) -> list[str]:
         """The ids of ``records``, in order; the first error of a part, once every part
         is done (those that were written are written again with the rest: upserts)."""
@@ -132,12 +146,19 @@ class ProcessWriter:
 
 
 class _WriterProcess:
-    """One writer process, started at its first write, asked one write at a time."""
+    """One writer process, started with the service (or again at the write after one
+    that it did not survive), asked one write at a time."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self._process: asyncio.subprocess.Process | None = None
         self._turn = asyncio.Lock()
+
+    async def start(self) -> None:
+        async with self._turn:
+            if self._process is None:
+                with contextlib.suppress(OSError):
+                    await self._start()
 
     async def write(self, records: Sequence[bytes]) -> list[str]:
         async with self._turn:
