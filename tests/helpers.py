@@ -233,7 +233,13 @@ def played_elsewhere(factory: Any) -> tuple[str, str, str]:
     return type(environment).__name__, environment.list_tables(), environment._episode.id
 
 
-def unhandled_errors(service: ServiceProcess) -> str:
-    """The service's log records of its 500s, tracebacks included (one JSON line each):
-    what a test that saw one says, since such a failure may not come back on a rerun."""
-    return "\n".join(line for line in service.logs().splitlines() if "unhandled error" in line)
+UNHANDLED_ERRORS = "unhandled error"
+"""In the log record of each 500, with its traceback."""
+ARCHIVER = '"logger": "wander.service.archiver"'
+"""In each log record of the archiver: why it paused, what it set aside."""
+
+
+def log_records(service: ServiceProcess, text: str) -> str:
+    """The service's log records (one JSON line each) that hold ``text``: what a test that
+    failed says, since such a failure may not come back on a rerun."""
+    return "\n".join(line for line in service.logs().splitlines() if text in line)
