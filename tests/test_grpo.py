@@ -278,6 +278,8 @@ def test_asynchronous_rollouts_are_refused_where_they_cannot_run() -> None:
                    "vllm_importance_sampling_correction": False}  # fmt: skip
     with pytest.raises(ValueError, match=r"leave grpo\.vllm_importance_sampling_correction"):
         GRPORunConfig(max_staleness=1, grpo=uncorrected)
+    with pytest.raises(ValueError, match="'sequence' is none of TRL's: token_truncate, "):
+        GRPORunConfig(max_staleness=1, grpo={"vllm_importance_sampling_mode": "sequence"})
 
 
 def test_on_a_vllm_server_stale_samples_are_weighed_by_trls_own_correction(

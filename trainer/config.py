@@ -73,6 +73,8 @@ class EnvironmentEntry(BaseModel):
         return self
 
 
+IMPORTANCE_SAMPLING_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+"""TRL's ``vllm_importance_sampling_mode`` values: how a stale sample is weighed."""
 SINGLE_ENVIRONMENT = ("env", "env_config", "split", "metric_rewards", "eval_split", "eval_examples")
 """The run's keys for one environment, which an ``[[envs]]`` entry holds instead."""
 
@@ -247,6 +249,12 @@ class GRPORunConfig(BaseModel):
                 "max_staleness on a vLLM server weighs each sample against the policy that "
                 "played it by TRL's importance-sampling correction: leave "
                 "grpo.vllm_importance_sampling_correction on"
+            )
+        weighing = self.grpo.get("vllm_importance_sampling_mode", "sequence_mask")
+        if self.max_staleness and weighing not in IMPORTANCE_SAMPLING_MODES:
+            raise ValueError(
+                f"grpo.vllm_importance_sampling_mode {weighing!r} is none of TRL's: "
+                f"{', '.join(IMPORTANCE_SAMPLING_MODES)}"
             )
         return self
 
