@@ -176,10 +176,13 @@ def test_asynchronous_rollouts_play_the_next_batch_while_the_trainer_trains(
     assert all(math.isfinite(step["loss"]) for step in steps)
     # Each sequence is weighed by its importance weight against the policy that played
     # it (TRL's default: sequence_mask, up to 3): 1 for the first batch, played by the
-    # policy it trains; the next ones were played a step (at lr 1e-2) earlier.
+    # policy it trains; the second was played by that first policy too, while the first
+    # step (at lr 1e-2) trained. (The third's policy is a step old as well, but by the
+    # third step the rate has decayed, and in CI its weights once came out at 1.0000.)
     weights = [step["sampling/importance_sampling_ratio/mean"] for step in steps]
-    assert weights[0] == pytest.approx(1.0, abs=1e-4)
-    assert all(0 < weight <= 3 and abs(weight - 1) > 1e-3 for weight in weights[1:])
+    assert weights[0] == pytest.approx(1.0, abs=1e-4), weights
+    assert abs(weights[1] - 1) > 1e-2, weights
+    assert all(0 < weight <= 3 for weight in weights[1:]), weights
     # The first batch was played by the initial policy for the first step; each later one
     # by the policy one step older than the one it trained, and was begun while the
     # trainer was still training on the batch before (it ended with the step at latest).
@@ -223,6 +226,39 @@ def test_a_batch_played_ahead_is_the_one_asked_for_or_is_dropped(
     assert [start.batch for start in played.starts] == [2, 3, 0, 1, 2]
     assert output["wander_staleness"] == [1, 1] and len(set(output["episode_id"])) == 2
     assert not played.ahead and played.pool._shutdown
+
+
+def test_a_weight_sync_asked_for_during_a_request_goes_before_the_next_one() -> None:
+    """On a vLLM server, TRL's sync waits for the request in flight, and the rollout's
+    next request, asked the moment that one ends, waits for the sync."""
+    from wander.trainer.async_rollout import ServedBackend, ServedWeights
+
+    events: list[str] = []
+    in_flight, asked = threading.Event(), threading.Event()
+
+    class Server:
+        def generate(self, prompts: list[list[int]], max_tokens: int | None = None) -> list[Any]:
+            events.append("request")
+            in_flight.set()
+            asked.wait(10)
+            time.sleep(0.1)  # the sync waits for the lock meanwhile
+            return []
+
+    generation = SimpleNamespace(vllm_client=None, sync_weights=lambda: events.append("sync"))
+    weights = ServedWeights()
+    weights.publish(SimpleNamespace(state=SimpleNamespace(global_step=0),
+                                    vllm_generation=generation))  # fmt: skip
+    backend = ServedBackend(Server(), weights)  # type: ignore[arg-type]
+    playing = threading.Thread(target=lambda: [backend.generate([[1]]) for _ in range(3)])
+    playing.start()
+    in_flight.wait(10)
+    syncing = threading.Thread(target=generation.sync_weights)  # as TRL calls it, wrapped
+    syncing.start()
+    time.sleep(0.05)  # the sync is asked for
+    asked.set()
+    playing.join(10)
+    syncing.join(10)
+    assert events == ["request", "sync", "request", "request"]
 
 
 @pytest.mark.parametrize(

@@ -123,12 +123,17 @@ class ModelCopy:
 @dataclass
 class ServedWeights:
     """The vLLM server's weights: their version (the optimizer step TRL last synced),
-    and the lock that keeps a sync and a generation request apart."""
+    the lock that keeps a sync and a generation request apart, and the turnstile a sync
+    holds from the moment it is asked for, so that no request starts meanwhile: with
+    the lock alone, the request that ended released it and the rollout's next one,
+    asked a moment later, could take it again before the waiting sync woke, on a busy
+    machine all the batch's requests (CI saw it)."""
 
     version: int = -1
     client: Any = None
     following: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    turnstile: threading.Lock = field(default_factory=threading.Lock)
 
     def publish(self, trainer: Any) -> None:
         """TRL synced the server before this rollout call; on the first, its syncs are
@@ -140,7 +145,7 @@ class ServedWeights:
         self.client, sync = generation.vllm_client, generation.sync_weights
 
         def locked_sync() -> None:
-            with self.lock:
+            with self.turnstile, self.lock:
                 sync()
                 self.version = trainer.state.global_step
 
@@ -164,9 +169,13 @@ class ServedBackend:
         self.versions: list[int] = []
 
     def generate(self, prompts: list[list[int]], max_tokens: int | None = None) -> list[Generation]:
-        with self.weights.lock:
+        with self.weights.turnstile:  # a sync asked for goes first
+            self.weights.lock.acquire()
+        try:
             self.versions.append(self.weights.version)
             return self.backend.generate(prompts, max_tokens)
+        finally:
+            self.weights.lock.release()
 
     def oldest(self) -> int:
         """The oldest version a request sampled with (none yet: the current one)."""
