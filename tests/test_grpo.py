@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 from tests.helpers import DeletingClient, plugin_service
 from wander.cli import app as cli
 from wander.client import Score, WanderClient
-from wander.testing import ServiceProcess, free_port
+from wander.testing import ServiceProcess, free_port, wait_until
 from wander.trainer.backends import Sampling
 from wander.trainer.batches import stratified_order, training_rows
 from wander.trainer.config import EnvironmentEntry, GRPORunConfig, load_config
@@ -241,7 +241,6 @@ def test_a_weight_sync_asked_for_during_a_request_goes_before_the_next_one() -> 
             events.append("request")
             in_flight.set()
             asked.wait(10)
-            time.sleep(0.1)  # the sync waits for the lock meanwhile
             return []
 
     generation = SimpleNamespace(vllm_client=None, sync_weights=lambda: events.append("sync"))
@@ -254,8 +253,8 @@ def test_a_weight_sync_asked_for_during_a_request_goes_before_the_next_one() -> 
     in_flight.wait(10)
     syncing = threading.Thread(target=generation.sync_weights)  # as TRL calls it, wrapped
     syncing.start()
-    time.sleep(0.05)  # the sync is asked for
-    asked.set()
+    wait_until(weights.turnstile.locked, "the sync was not asked for", timeout=10)
+    asked.set()  # the request in flight ends; the sync waits for its lock
     playing.join(10)
     syncing.join(10)
     assert events == ["request", "sync", "request", "request"]
