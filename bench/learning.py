@@ -21,17 +21,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
 import signal
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from wander.client import AsyncWanderClient, WanderClient
-from wander.client.evaluation import evaluate
+from wander.client.evaluation import Evaluation, evaluate
 from wander.client.policies import MinimaxPolicy
 from wander.service.archive.migrations import upgrade
 from wander.testing import ServiceProcess
@@ -180,19 +182,8 @@ def main() -> None:
         parser.error("--sft-only needs --sft-checkpoint, where the SFT stage is saved")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     started = time.time()
-    with tempfile.TemporaryDirectory() as scratch:
-        database = f"sqlite:///{scratch}/archive.db"
-        upgrade(database)
-        env = {
-            "WANDER_DATABASE_URL": database,
-            "WANDER_REDIS_URL": "",
-            "WANDER_LOG_LEVEL": "warning",
-        }
-        server = ServiceProcess(env).start()
-        try:
-            report = run_stages(server.url, args, Path(scratch))
-        finally:
-            server.kill()
+    with embedded_service() as (url, scratch):
+        report = run_stages(url, args, scratch)
     if report is None:
         print(f"SFT stage saved to {args.sft_checkpoint}", flush=True)
         return
@@ -200,6 +191,23 @@ def main() -> None:
     report["minutes"] = round(minutes, 1)
     report["device"] = _device()
     write(report, args.results)
+
+
+@contextlib.contextmanager
+def embedded_service() -> Iterator[tuple[str, Path]]:
+    """A service of the benchmark's own on embedded defaults (the in-process store,
+    SQLite), and a scratch directory that goes with it: the service's URL and the
+    directory."""
+    with tempfile.TemporaryDirectory() as scratch:
+        database = f"sqlite:///{scratch}/archive.db"
+        upgrade(database)
+        server = ServiceProcess({
+            "WANDER_DATABASE_URL": database, "WANDER_REDIS_URL": "", "WANDER_LOG_LEVEL": "warning",
+        }).start()  # fmt: skip
+        try:
+            yield server.url, Path(scratch)
+        finally:
+            server.kill()
 
 
 def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, Any] | None:
@@ -299,24 +307,42 @@ def warm_up(
     whatever order the games happened to interleave, and each run trained its own SFT
     model)."""
 
-    async def play() -> None:
+    async def play() -> Evaluation:
         async with AsyncWanderClient(url) as wander:
-            await evaluate(
+            return await evaluate(
                 wander, "tictactoe", MinimaxPolicy(noise=args.warmup_noise, seed=0),
                 examples=args.warmup_games, config=opponent, split="train", run="warmup",
                 concurrency=1, progress=False,
             )  # fmt: skip
 
-    asyncio.run(play())
-    time.sleep(2)  # the archiver's flush interval
-    with WanderClient(url) as wander:
-        rows = wander.export("warmup", exclude_outcome=["loss"], status="done")
+    played = asyncio.run(play())
+    kept = [r for r in played.results if r.error is None and r.metrics["outcome"] != "loss"]
+    rows = exported(url, "warmup", len(kept), exclude_outcome=["loss"], status="done")
     options = {
         "output_dir": str(scratch / "sft"), "max_steps": args.sft_steps, "learning_rate": 3e-3,
         "per_device_train_batch_size": 16, "logging_steps": 50, "max_length": 1024,
         "lr_scheduler_type": "cosine", "warmup_steps": 20,
     }  # fmt: skip
     sft_trainer(rows, model, tokenizer, options).train()
+
+
+def exported(
+    url: str, run: str, games: int, timeout: float = 120, **filters: Any
+) -> list[dict[str, Any]]:
+    """``WanderClient.export`` of ``run`` once its ``games`` finished games are archived.
+
+    The archive writes a finished game within its flush interval on a quiet machine; on
+    a busy one later, and an export that does not wait for them trains on part of the
+    warm-up (a fixed two-second sleep here did)."""
+    with WanderClient(url) as wander:
+        deadline = time.monotonic() + timeout
+        while len(rows := wander.export(run, **filters)) < games:
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"{len(rows)} of {run}'s {games} games archived after {timeout:g} s"
+                )
+            time.sleep(0.5)
+    return rows
 
 
 def _device() -> str:

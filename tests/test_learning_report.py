@@ -3,10 +3,17 @@ table is copied from, so its numbers and intervals must be right."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
-from bench.learning import write
+import pytest
+
+from bench.learning import exported, write
+from wander.client import AsyncWanderClient
+from wander.client.evaluation import evaluate
+from wander.client.policies import MinimaxPolicy
+from wander.testing import ServiceProcess
 
 
 def _row(win: float, invalid: float) -> dict[str, float]:
@@ -37,3 +44,22 @@ def test_the_report_gives_each_target_its_change_and_95_percent_interval(tmp_pat
     assert "- games with an invalid move, against the optimal opponent: +0 (-6 to +6)" in table
     assert json.loads((tmp_path / "learning.json").read_text()) == report
     assert (tmp_path / "learning.png").stat().st_size > 0
+
+
+def test_the_warm_up_is_exported_once_every_game_it_finished_is_archived(
+    live: ServiceProcess,
+) -> None:
+    """The SFT data is every game the warm-up finished, however late the archive writes
+    them, and a game that never comes is an error, not a smaller dataset."""
+
+    async def play() -> None:
+        async with AsyncWanderClient(live.url) as wander:
+            await evaluate(wander, "tictactoe", MinimaxPolicy(seed=0), examples=6,
+                           run="warmup-export", concurrency=1, progress=False)  # fmt: skip
+
+    asyncio.run(play())
+    rows = exported(live.url, "warmup-export", 6, status="done")
+    assert len(rows) == 6
+    assert all(row["messages"][0]["role"] == "system" for row in rows)
+    with pytest.raises(RuntimeError, match="6 of warmup-export's 7 games archived after 1 s"):
+        exported(live.url, "warmup-export", 7, timeout=1, status="done")
