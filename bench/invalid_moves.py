@@ -1,0 +1,137 @@
+"""Where a tic-tac-toe model's invalid moves come from: each answer of its games checked
+against the conversation it answered.
+
+    python -m bench.invalid_moves CHECKPOINT [--games 200] [--opponent random|optimal]
+                                  [--results FILE]
+
+Plays ``--games`` eval games of the saved model (``bench.learning --sft-checkpoint``, or
+any tic-tac-toe model with its tokenizer) on a service of its own, exports them, and for
+each answer asks: at which turn was it; did it name a cell that is not free (or none);
+was that cell free at an earlier turn, or in the answer's own thought; did the thought
+copy the latest "Available positions" list exactly. Prints the table per turn and the
+counts, and writes them as JSON. (bench/README.md, "Where the SFT model's invalid moves
+come from".)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench.learning import OPPONENTS, embedded_service, exported
+from wander.client import AsyncWanderClient
+from wander.client.evaluation import evaluate
+from wander.trainer.backends import Sampling, TransformersBackend
+from wander.trainer.policy import BackendPolicy
+
+_LISTED = re.compile(r"Available(?: positions)?:\s*([0-8](?:,\s*[0-8])*)")
+_MOVE = re.compile(r"<move>\s*(\d+)\s*</move>")
+
+
+def listed(text: str) -> list[int] | None:
+    """The last list of free cells ``text`` holds (an observation's or a thought's)."""
+    found = _LISTED.findall(text)
+    return [int(cell) for cell in found[-1].split(",")] if found else None
+
+
+def check_answers(messages: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """One record per assistant answer of a game: its turn (from 1), whether it named a
+    free cell, and where a cell it named that was not free came from."""
+    records = []
+    earlier: set[int] = set()  # cells free at some earlier turn
+    latest: list[int] | None = None
+    for message in messages:
+        if message["role"] == "user":
+            if latest is not None:
+                earlier.update(latest)
+            latest = listed(message["content"]) or latest
+            continue
+        if message["role"] != "assistant" or latest is None:
+            continue
+        answer = message["content"]
+        moves = _MOVE.findall(answer)
+        move = int(moves[-1]) if moves else None
+        thought = listed(answer.split("<move>")[0])
+        record: dict[str, Any] = {
+            "turn": len(records) + 1,
+            "free": move in latest,
+            "copied": thought == latest,
+        }
+        if move is not None and move not in latest:
+            record["named"] = (
+                "in its own thought" if thought and move in thought
+                else "free earlier" if move in earlier
+                else "never free"
+            )  # fmt: skip
+        records.append(record)
+    return records
+
+
+def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
+    answers = Counter(r["turn"] for r in records)
+    taken = Counter(r["turn"] for r in records if not r["free"])
+    return {
+        "answers": len(records),
+        "by_turn": {turn: [taken[turn], answers[turn]] for turn in sorted(answers)},
+        "taken_cell_named": dict(Counter(r["named"] for r in records if "named" in r)),
+        "no_move": sum(1 for r in records if not r["free"] and "named" not in r),
+        "copied_latest_list": sum(r["copied"] for r in records),
+    }
+
+
+def report(summary: dict[str, Any]) -> str:
+    turns = summary["by_turn"]
+    return "\n".join([
+        "| turn | " + " | ".join(str(turn) for turn in turns) + " |",
+        "|---|" + "---|" * len(turns),
+        "| answers naming a taken cell (or none) | "
+        + " | ".join(f"{taken} of {of}" for taken, of in turns.values()) + " |",
+        "",
+        f"Taken cells named: {summary['taken_cell_named']}; no move: {summary['no_move']}.",
+        f"The thought copied the latest list exactly in {summary['copied_latest_list']} "
+        f"of {summary['answers']} answers.",
+    ])  # fmt: skip
+
+
+def diagnose(url: str, checkpoint: Path, games: int, opponent: str) -> dict[str, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    policy = BackendPolicy(TransformersBackend(model, tokenizer, Sampling(48, 1.0, 1.0)), tokenizer)
+    run = f"diagnose-{opponent}"
+
+    async def play() -> int:
+        async with AsyncWanderClient(url) as wander:
+            played = await evaluate(
+                wander, "tictactoe", policy, examples=games, config=OPPONENTS[opponent],
+                split="eval", run=run, concurrency=64,
+            )  # fmt: skip
+        return played.summary.episodes - played.summary.errors
+
+    rows = exported(url, run, asyncio.run(play()), status="done")
+    records = [record for row in rows for record in check_answers(row["messages"])]
+    return summarise(records)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoint", type=Path, help="the model's and tokenizer's directory")
+    parser.add_argument("--games", type=int, default=200)
+    parser.add_argument("--opponent", choices=sorted(OPPONENTS), default="random")
+    parser.add_argument("--results", type=Path, help="where the JSON goes")
+    args = parser.parse_args()
+    with embedded_service() as (url, _):
+        summary = diagnose(url, args.checkpoint, args.games, args.opponent)
+    print(report(summary))
+    if args.results:
+        args.results.write_text(json.dumps(summary, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

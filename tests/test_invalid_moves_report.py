@@ -1,0 +1,64 @@
+"""`python -m bench.invalid_moves`: each answer of a game checked against the conversation
+the environment really sent (bench/README.md's table of where invalid moves come from)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from bench.invalid_moves import check_answers, listed, report, summarise
+from wander.service.envs.seeding import TurnRandom
+from wander.service.envs.tictactoe import TicTacToe, TicTacToeConfig
+
+Answer = Callable[[list[int], list[int]], str]
+"""An answer from the latest list of free cells and the first list of the game."""
+
+
+def play(answers: list[Answer], seed: int = 3) -> list[dict[str, str]]:
+    """A real game of the environment against its random opponent, the model's answers
+    written from what it was shown."""
+    env, config = TicTacToe(), TicTacToeConfig()
+    state, messages = env.reset(config, {"random_move_prob": 1.0}, seed)
+    assert state["model_starts"], "the answers below are for the first seat"
+    first = listed(messages[-1]["content"])
+    assert first == list(range(9))
+    for answer in answers:
+        content = answer(listed(messages[-1]["content"]) or [], first)
+        state, replies, done = env.step(config, state, {"role": "assistant", "content": content},
+                                        TurnRandom(seed))[:3]  # fmt: skip
+        messages += [{"role": "assistant", "content": content}, *replies]
+        assert not done
+    return messages
+
+
+def copied(cells: list[int]) -> str:
+    return f"<think>Available: {', '.join(map(str, cells))}.</think>"
+
+
+def test_each_answer_is_checked_against_the_position_it_answered() -> None:
+    messages = play([
+        lambda latest, first: copied(latest) + "<move>4</move>",  # free; the list copied
+        # The opponent's cell: free at the first turn, taken now.
+        lambda latest, first: copied(latest) + f"<move>{min(set(first) - {4, *latest})}</move>",
+        lambda latest, first: copied([4, *latest]) + "<move>4</move>",  # its own thought's
+        lambda latest, first: "<think>No idea.</think>",  # no move at all
+        lambda latest, first: copied(latest) + f"<move>{latest[0]}</move>",
+    ])  # fmt: skip
+    records = check_answers(messages)
+
+    assert [(r["turn"], r["free"], r["copied"]) for r in records] == [
+        (1, True, True), (2, False, True), (3, False, False), (4, False, False), (5, True, True),
+    ]  # fmt: skip
+    assert [r.get("named") for r in records] == [
+        None, "free earlier", "in its own thought", None, None,
+    ]  # fmt: skip
+    summary = summarise(records + check_answers(messages[:4]))  # and a game cut at turn 1
+    assert summary["by_turn"] == {1: [0, 2], 2: [1, 1], 3: [1, 1], 4: [1, 1], 5: [0, 1]}
+    assert summary["taken_cell_named"] == {"free earlier": 1, "in its own thought": 1}
+    assert summary["no_move"] == 1 and summary["copied_latest_list"] == 4
+    assert "| answers naming a taken cell (or none) | 0 of 2 | 1 of 1 | 1 of 1 |" in report(summary)
+
+
+def test_a_cell_never_free_is_told_apart() -> None:
+    """A cell outside the board, or outside every list the game showed."""
+    [record] = check_answers(play([lambda latest, first: copied(latest) + "<move>9</move>"]))
+    assert record == {"turn": 1, "free": False, "copied": True, "named": "never free"}
