@@ -26,11 +26,11 @@ from typing import Any
 from bench.learning import OPPONENTS, embedded_service, exported
 from wander.client import AsyncWanderClient
 from wander.client.evaluation import evaluate
+from wander.service.envs.tictactoe.env import parse_move
 from wander.trainer.backends import Sampling, TransformersBackend
 from wander.trainer.policy import BackendPolicy
 
 _LISTED = re.compile(r"Available(?: positions)?:\s*([0-8](?:,\s*[0-8])*)")
-_MOVE = re.compile(r"<move>\s*(\d+)\s*</move>")
 
 
 def listed(text: str) -> list[int] | None:
@@ -54,8 +54,8 @@ def check_answers(messages: list[dict[str, str]]) -> list[dict[str, Any]]:
         if message["role"] != "assistant" or latest is None:
             continue
         answer = message["content"]
-        moves = _MOVE.findall(answer)
-        move = int(moves[-1]) if moves else None
+        parsed = parse_move(answer)  # as the environment reads it
+        move = parsed if isinstance(parsed, int) else None
         thought = listed(answer.split("<move>")[0])
         record: dict[str, Any] = {
             "turn": len(records) + 1,

@@ -13,14 +13,17 @@ Answer = Callable[[list[int], list[int]], str]
 """An answer from the latest list of free cells and the first list of the game."""
 
 
-def play(answers: list[Answer], seed: int = 3) -> list[dict[str, str]]:
+FIRST_SEAT, SECOND_SEAT = 3, 0
+"""Seeds of games where the model plays first, and where the opponent does."""
+
+
+def play(answers: list[Answer], seed: int = FIRST_SEAT) -> list[dict[str, str]]:
     """A real game of the environment against its random opponent, the model's answers
     written from what it was shown."""
     env, config = TicTacToe(), TicTacToeConfig()
     state, messages = env.reset(config, {"random_move_prob": 1.0}, seed)
-    assert state["model_starts"], "the answers below are for the first seat"
     first = listed(messages[-1]["content"])
-    assert first == list(range(9))
+    assert first is not None
     for answer in answers:
         content = answer(listed(messages[-1]["content"]) or [], first)
         state, replies, done = env.step(config, state, {"role": "assistant", "content": content},
@@ -43,6 +46,7 @@ def test_each_answer_is_checked_against_the_position_it_answered() -> None:
         lambda latest, first: "<think>No idea.</think>",  # no move at all
         lambda latest, first: copied(latest) + f"<move>{latest[0]}</move>",
     ])  # fmt: skip
+    assert "You play first." in messages[1]["content"]
     records = check_answers(messages)
 
     assert [(r["turn"], r["free"], r["copied"]) for r in records] == [
@@ -58,7 +62,15 @@ def test_each_answer_is_checked_against_the_position_it_answered() -> None:
     assert "| answers naming a taken cell (or none) | 0 of 2 | 1 of 1 | 1 of 1 |" in report(summary)
 
 
-def test_a_cell_never_free_is_told_apart() -> None:
-    """A cell outside the board, or outside every list the game showed."""
-    [record] = check_answers(play([lambda latest, first: copied(latest) + "<move>9</move>"]))
-    assert record == {"turn": 1, "free": False, "copied": True, "named": "never free"}
+def test_a_cell_never_free_and_a_move_that_is_no_cell_are_told_apart() -> None:
+    """The opponent's first cell, taken before the model's first turn; and a number the
+    environment reads as no cell at all."""
+    records = check_answers(play([
+        lambda latest, first: copied(latest) + f"<move>{min(set(range(9)) - set(latest))}</move>",
+        lambda latest, first: copied(latest) + "<move>9</move>",
+    ], seed=SECOND_SEAT))  # fmt: skip
+    assert records == [
+        {"turn": 1, "free": False, "copied": True, "named": "never free"},
+        {"turn": 2, "free": False, "copied": True},
+    ]
+    assert summarise(records)["no_move"] == 1
