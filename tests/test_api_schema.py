@@ -29,7 +29,7 @@ AUTH = {"Authorization": f"Bearer {KEY}"}
 """An admin's key: every route is open to it, so generated requests reach past the
 authentication. schemathesis sends it as the document's `bearer` scheme says, and checks
 the authentication on its own (requests without it, or with a wrong one, must be 401)."""
-ENVS = ["tictactoe", "reverse_text", "double_check", "sql"]
+ENVS = ["tictactoe", "tictactoe_move", "reverse_text", "double_check", "sql"]
 """The service's own in-process environments: those the requests mostly name."""
 
 # Requests mostly about what the service has: random names are all 404 env_not_found or

@@ -18,7 +18,7 @@ SHARED_SERVICE = True
 pytestmark = IN_THE_SHARED_LOOP
 
 
-BUILT_IN = ["tictactoe", "reverse_text", "double_check", "sql"]
+BUILT_IN = ["tictactoe", "tictactoe_move", "reverse_text", "double_check", "sql"]
 RG = ["rg/basic_arithmetic", "rg/chain_sum", "rg/word_sorting", "rg/letter_counting",
       "rg/spell_backward", "rg/base_conversion"]  # fmt: skip
 
@@ -232,6 +232,7 @@ async def test_reasoning_gym_options_pass_through_and_are_checked(api: httpx.Asy
 
 DETERMINISM = {
     "reverse_text": ["<reversed_text>abc</reversed_text>"],
+    "tictactoe_move": ["<think>x</think><move>0</move>"],
     "double_check": ["<answer>3</answer>", "<answer>4</answer>"],
     "sql": [tools(tool_call("run_sql", "q", query="SELECT * FROM products")), "<answer>x</answer>"],
     "rg/basic_arithmetic": ["<answer>12</answer>"],

@@ -97,7 +97,7 @@ class Baseline:
     choices, from one generator per episode when seeded (``for_episode``), so that a
     seeded evaluation repeats whatever order its concurrent episodes run in."""
 
-    plays: ClassVar[frozenset[str]] = frozenset({"tictactoe"})
+    plays: ClassVar[frozenset[str]] = frozenset({"tictactoe", "tictactoe_move"})
     """The environments a baseline can play (``policies.base.plays``)."""
 
     def __init__(self, seed: int | None = None) -> None:

@@ -1,5 +1,6 @@
-"""Tic-tac-toe, the reference environment."""
+"""Tic-tac-toe, the reference environment, and its one-move variant."""
 
 from wander.service.envs.tictactoe.env import TicTacToe, TicTacToeConfig
+from wander.service.envs.tictactoe.move import TicTacToeMove
 
-__all__ = ["TicTacToe", "TicTacToeConfig"]
+__all__ = ["TicTacToe", "TicTacToeConfig", "TicTacToeMove"]

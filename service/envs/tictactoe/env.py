@@ -171,7 +171,7 @@ class TicTacToe(Environment[TicTacToeConfig]):
         }
         messages = [
             {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": _your_turn(news, board)},
+            {"role": "user", "content": your_turn(news, board)},
         ]
         return Reset(state, messages)
 
@@ -202,7 +202,7 @@ class TicTacToe(Environment[TicTacToeConfig]):
         result = winner(board)
         state["board"], state["winner"] = board, result
         if result is None and state["turns"] < state["max_turns"]:
-            return Transition(state, [{"role": "user", "content": _your_turn(news, board)}], False)
+            return Transition(state, [{"role": "user", "content": your_turn(news, board)}], False)
         ending = {
             "X": "You win!",
             "O": "The opponent wins.",
@@ -261,7 +261,8 @@ def _opponent_move(board: str, random_move_prob: float, rng: TurnRandom) -> int:
     return draws.choice(legal if draws.random() < random_move_prob else optimal)
 
 
-def _your_turn(news: str, board: str) -> str:
+def your_turn(news: str, board: str) -> str:
+    """The message that asks for a move on ``board``, after ``news`` of the last one."""
     return f"{news}\n\n{_position(board)}\nYour turn."
 
 

@@ -1,0 +1,159 @@
+"""The ``tictactoe_move`` environment: one move of a game, scored by what it is worth.
+
+A whole game's reward says whether the game was won, not which move won or lost it,
+so GRPO credits every move of a game alike, and a tiny model shown a whole game's
+conversation names cells that were free several messages ago. Here an episode is one
+position of a game in progress, shown as ``tictactoe`` shows it (the same system
+prompt, the same message), and the move is scored by the solved game: a model trained
+here plays whole games of ``tictactoe`` when it is shown each turn's latest message
+only (``BackendPolicy(history="latest")``).
+
+Its config, rewards and metrics are in docs/environments.md, "tictactoe_move".
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections import defaultdict
+from typing import Any
+
+from wander.sdk import (
+    Environment,
+    GeneratedExamples,
+    Message,
+    Reset,
+    Score,
+    SizedConfig,
+    State,
+    Transition,
+    TurnRandom,
+    stable_hash,
+)
+from wander.service.envs.tictactoe.env import (
+    SYSTEM_PROMPT,
+    formatted,
+    parse_move,
+    your_turn,
+)
+from wander.service.envs.tictactoe.game import (
+    EMPTY,
+    optimal_moves,
+    place,
+    position_value,
+    positions,
+    winner,
+)
+
+VALUES = {1: 1.0, 0: 0.5, -1: 0.0}
+"""A move's ``value`` by what the game comes to with perfect play after it."""
+INVALID_MOVE_PENALTY = -0.1
+
+
+@functools.cache
+def positions_by_marks() -> tuple[tuple[str, ...], ...]:
+    """Every position of a game in progress with X to move, grouped by its number of
+    marks (0 to 8), each group sorted: the same on every machine."""
+    groups: dict[int, list[str]] = defaultdict(list)
+    for board in positions("X"):
+        groups[9 - board.count(EMPTY)].append(board)
+    return tuple(tuple(sorted(groups[marks])) for marks in range(9))
+
+
+def move_value(board: str, cell: int) -> int:
+    """What X's move to ``cell`` comes to with perfect play after it: 1 won, 0 drawn,
+    -1 lost."""
+    after = place(board, cell, "X")
+    result = winner(after)
+    if result == "X":
+        return 1
+    if result == "draw":
+        return 0
+    return -position_value(after, "O")
+
+
+class TicTacToeMove(Environment[SizedConfig]):
+    name = "tictactoe_move"
+    version = "1.0.0"
+    description = (
+        "Single-turn tic-tac-toe: one position of a game in progress, X to move; the move "
+        "is scored by the solved game (won, drawn or lost with perfect play after it)."
+    )
+    kind = "single_turn"
+    isolation = "inline"  # pure, and linear in the action: see tictactoe's parse_move()
+    Config = SizedConfig
+    reward_weights = {"value": 1.0, "optimal": 0.5, "format": 0.2, "invalid_move": 1.0}
+
+    def examples(self, config: SizedConfig, split: str) -> GeneratedExamples[str]:
+        """Example ``i`` is a position with ``i mod 9`` marks, drawn uniformly among those:
+        any nine consecutive examples span a game from the empty board to its last move,
+        where uniform over the 4,520 positions would be three quarters late positions.
+        The splits hold the same positions (a game has no more) in other draws."""
+        groups = positions_by_marks()
+
+        def make(index: int) -> str:
+            draw = random.Random(stable_hash(self.name, split, config.seed, index))
+            return draw.choice(groups[index % len(groups)])
+
+        return GeneratedExamples(config.split_size(split), make)
+
+    def reset(self, config: SizedConfig, example: str, seed: int) -> Reset:
+        board = example
+        noughts = [cell for cell, mark in enumerate(board) if mark == "O"]
+        model_starts = len(noughts) == board.count("X")
+        if not noughts:
+            news = "You play first."
+        else:  # any O could have been the last move: none of them ended the game
+            cell = random.Random(seed).choice(noughts)
+            first = not model_starts and len(noughts) == 1
+            news = (
+                f"The opponent (O) played first, in cell {cell}."
+                if first
+                else f"The opponent (O) played {cell}."
+            )
+        state: State = {"board": board, "model_starts": model_starts, "move": None}
+        messages = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": your_turn(news, board)},
+        ]
+        return Reset(state, messages)
+
+    def step(
+        self, config: SizedConfig, state: State, action: Message, rng: TurnRandom
+    ) -> Transition:
+        content = action.get("content")
+        move = parse_move(content)
+        board = state["board"]
+        valid = isinstance(move, int) and board[move] == EMPTY
+        state = {**state, "move": move if valid else None, "formatted": formatted(content)}
+        return Transition(state, [], True, invalid=not valid)
+
+    def score(self, config: SizedConfig, state: State) -> Score:
+        board, move = state["board"], state["move"]
+        metrics: dict[str, Any] = {
+            "marks": 9 - board.count(EMPTY),
+            "position_value": position_value(board, "X"),
+        }
+        if "formatted" not in state:  # not answered yet
+            components = {"value": 0.0, "optimal": 0.0, "format": 0.0, "invalid_move": 0.0}
+            return Score(components, {**metrics, "move_value": None, "invalid": None})
+        if move is None:
+            components = {
+                "value": 0.0,
+                "optimal": 0.0,
+                "format": float(state["formatted"]),
+                "invalid_move": INVALID_MOVE_PENALTY,
+            }
+            return Score(components, {**metrics, "move_value": None, "invalid": True}, "invalid")
+        value = move_value(board, move)
+        components = {
+            "value": VALUES[value],
+            "optimal": 1.0 if move in optimal_moves(board, "X") else 0.0,
+            "format": float(state["formatted"]),
+            "invalid_move": 0.0,
+        }
+        outcome = {1: "win", 0: "draw", -1: "loss"}[value]
+        return Score(components, {**metrics, "move_value": value, "invalid": False}, outcome)
+
+    def public_state(self, state: State) -> dict[str, Any]:
+        return {key: state[key] for key in ("board", "model_starts", "move")}

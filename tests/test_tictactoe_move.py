@@ -1,0 +1,136 @@
+"""``tictactoe_move`` (docs/environments.md#tictactoe_move): one move, scored by the solved
+game, in the very message a whole game of ``tictactoe`` shows at that position."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from tests.agents import answer, random_agent
+from wander.client import Message
+from wander.client.policies import MinimaxPolicy
+from wander.sdk import SizedConfig
+from wander.service.envs.seeding import TurnRandom, example_seed
+from wander.service.envs.tictactoe import TicTacToe, TicTacToeConfig, TicTacToeMove
+from wander.service.envs.tictactoe.game import EMPTY, positions, winner
+
+ENV = TicTacToeMove()
+CONFIG = SizedConfig()
+
+
+def reset(board: str, seed: int = 0) -> Any:
+    return ENV.reset(CONFIG, board, seed)
+
+
+def scored(board: str, content: str | None) -> tuple[dict[str, float], Any]:
+    """The components and the score of answering ``content`` on ``board``."""
+    action = {"role": "assistant", "content": content}
+    step = ENV.step(CONFIG, reset(board).state, action, TurnRandom(0))
+    assert step.done and step.messages == []
+    score = ENV.score(CONFIG, step.state)
+    return score.components, score
+
+
+@pytest.mark.parametrize(
+    ("board", "cell", "value", "optimal", "outcome"),
+    [
+        ("XX.OO....", 2, 1.0, 1.0, "win"),  # completes the top row
+        ("XX.OO....", 5, 0.5, 0.0, "draw"),  # blocks instead: O blocks too, and it is drawn
+        ("XX.OO....", 8, 0.0, 0.0, "loss"),  # O then completes the middle row
+        ("XOOX.....", 6, 1.0, 1.0, "win"),  # completes the left column
+        ("XOOX.....", 4, 1.0, 0.0, "win"),  # a fork that wins later: not the quickest
+        ("....O....", 0, 0.5, 1.0, "draw"),  # a corner against the centre: the draw holds
+        ("....O....", 1, 0.0, 0.0, "loss"),  # an edge against the centre loses to perfect play
+        ("O...X...O", 1, 0.5, 1.0, "draw"),  # an edge against two opposite corners
+        ("O...X...O", 2, 0.0, 0.0, "loss"),  # a corner there lets O fork
+    ],
+)
+def test_a_move_scores_what_the_solved_game_says(
+    board: str, cell: int, value: float, optimal: float, outcome: str
+) -> None:
+    components, score = scored(board, answer(cell))
+    assert components == {"value": value, "optimal": optimal, "format": 1.0, "invalid_move": 0.0}
+    assert score.outcome == outcome and score.metrics["invalid"] is False
+
+
+@pytest.mark.parametrize(
+    ("content", "formatted"),
+    [(answer(4), True), (answer("x"), True), ("<move>4</move>", False), (None, False)],
+)
+def test_an_invalid_move_scores_below_every_legal_one(content: str | None, formatted: bool) -> None:
+    board = "....O...."  # cell 4 is taken
+    components, score = scored(board, content)
+    assert components == {
+        "value": 0.0, "optimal": 0.0, "format": float(formatted), "invalid_move": -0.1,
+    }  # fmt: skip
+    assert score.outcome == "invalid" and score.metrics["invalid"] is True
+    worst_legal = min(ENV.total(scored(board, answer(c))[0]) for c in range(9) if c != 4)
+    assert ENV.total(components) < worst_legal
+
+
+def test_the_minimax_baseline_scores_the_most_on_every_position() -> None:
+    """Every one of the 4,520 positions: the client's baseline (its own solver) plays a
+    move worth the position's value and one of the quickest wins or slowest losses."""
+    baseline = MinimaxPolicy(seed=0)
+    for board in positions("X"):
+        components, score = scored(board, baseline.answer(board))
+        assert components["optimal"] == 1.0, board
+        assert score.outcome == {1: "win", 0: "draw", -1: "loss"}[score.metrics["position_value"]]
+
+
+def test_the_prompt_is_what_a_whole_game_shows_at_that_position() -> None:
+    """Over whole games of ``tictactoe``, each message that asks for a move is one of those
+    the same position gets here (the news of the opponent's last move is drawn)."""
+    game, config = TicTacToe(), TicTacToeConfig()
+    asked = 0
+    for example in range(60):
+        seed = example_seed(game.name, "train", 0, example)
+        state, messages = game.reset(config, game.examples(config, "train")[example], seed)
+        agent, done = random_agent(example), False
+        while not done:
+            board = state["board"]
+            here = {tuple(m["content"] for m in reset(board, s).messages) for s in range(30)}
+            assert (messages[0]["content"], messages[-1]["content"]) in here, board
+            asked += 1
+            action = {"role": "assistant", "content": agent(board)}
+            step = game.step(config, state, action, TurnRandom(seed))
+            state, done, messages = step.state, step.done, [messages[0], *step.messages]
+    assert asked > 200
+
+
+def test_example_i_has_i_mod_9_marks_and_repeats() -> None:
+    for split in ("train", "eval"):
+        examples = ENV.examples(CONFIG, split)
+        drawn = [examples[i] for i in range(900)]
+        assert drawn == [examples[i] for i in range(900)]
+        for i, board in enumerate(drawn):
+            assert 9 - board.count(EMPTY) == i % 9 and winner(board) is None
+            assert board.count("X") in (board.count("O"), board.count("O") - 1)  # X to move
+        assert len(set(drawn)) > 500
+    assert ENV.examples(CONFIG, "train")[9:900] != ENV.examples(CONFIG, "eval")[9:900]
+    assert ENV.examples(SizedConfig(seed=1), "train")[9:900] != ENV.examples(CONFIG, "train")[9:900]
+
+
+def test_news_names_an_o_and_who_started() -> None:
+    assert reset(EMPTY * 9).messages[1]["content"].startswith("You play first.\n")
+    assert (
+        reset("...O.....")
+        .messages[1]["content"]
+        .startswith("The opponent (O) played first, in cell 3.\n")
+    )
+    news = Counter(reset("X...O...O", s).messages[1]["content"].split("\n")[0] for s in range(40))
+    assert set(news) == {"The opponent (O) played 4.", "The opponent (O) played 8."}
+    assert reset("X...O....").state["model_starts"] is True
+    assert reset("X..OO....").state["model_starts"] is False
+
+
+async def test_the_baselines_read_the_position_from_its_message() -> None:
+    """The client's baselines play here as in ``tictactoe``: from the message alone."""
+    assert "tictactoe_move" in MinimaxPolicy.plays
+    for board in random.Random(0).sample(positions("X"), 50):
+        messages = [Message(**m) for m in reset(board).messages]
+        reply = await MinimaxPolicy(seed=1).act(messages)
+        assert scored(board, reply.content)[0]["optimal"] == 1.0, board
