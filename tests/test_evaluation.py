@@ -24,7 +24,7 @@ from wander.cli import app as cli
 from wander.client import AssistantMessage, AsyncWanderClient, Message
 from wander.client.errors import PolicyEndpointError
 from wander.client.evaluation import evaluate
-from wander.client.policies import MinimaxPolicy, OpenAIChatPolicy, RandomPolicy
+from wander.client.policies import LatestTurn, MinimaxPolicy, OpenAIChatPolicy, RandomPolicy
 from wander.client.policies.tictactoe import NotATicTacToePrompt, best_moves, read_board
 from wander.client.policy_server import create_policy_app
 from wander.client.report import plot
@@ -152,6 +152,41 @@ async def test_a_seeded_evaluation_repeats_whatever_its_concurrency(app: ASGIApp
             )))  # fmt: skip
     assert played[0] == played[1]
     assert len({total for _, total, _ in played[0]}) > 1  # the noise made different games
+
+
+class Shown(MinimaxPolicy):
+    """The noisy minimax baseline, keeping what it was shown."""
+
+    def __init__(self, seen: list[list[Message]]) -> None:
+        super().__init__(noise=0.5, seed=4)
+        self.seen = seen
+
+    async def act(self, messages: Sequence[Message], tools: Any = None) -> AssistantMessage:
+        self.seen.append(list(messages))
+        return await super().act(messages, tools)
+
+
+async def test_latest_turn_shows_a_policy_the_system_prompt_and_the_latest_turn(
+    app: ASGIApp,
+) -> None:
+    """What a model trained on ``tictactoe_move`` is shown of a whole game; the baseline
+    inside plays the very games it plays unwrapped (its seeded choices per episode kept)."""
+    whole: list[list[Message]] = []
+    latest: list[list[Message]] = []
+    async with asgi_client(app) as wander:
+        played = [
+            await evaluate(
+                wander, "tictactoe", policy, examples=6, rollouts=2, concurrency=4,
+                progress=False,
+            )
+            for policy in (Shown(whole), LatestTurn(Shown(latest)))
+        ]  # fmt: skip
+    games = [sorted((r.example, r.total) for r in evaluation.results) for evaluation in played]
+    assert games[0] == games[1]
+    assert len({r.total for r in played[0].results}) > 1  # the noise made different games
+    assert sorted(len(m) for m in whole)[-1] > 4  # whole games: the conversation grows
+    assert {tuple(m.role for m in messages) for messages in latest} == {("system", "user")}
+    assert sorted(m[-1].content for m in latest) == sorted(m[-1].content for m in whole)
 
 
 async def test_a_seeded_evaluation_through_a_served_baseline_repeats(app: ASGIApp) -> None:
@@ -454,6 +489,17 @@ def test_wander_eval_prints_the_table_and_saves(live: ServiceProcess, tmp_path: 
     assert "outcome = draw" in result.output and "100.0%" in result.output
     assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 10
     assert (tmp_path / "r.png").exists()
+
+
+def test_wander_eval_latest_turn_plays_whole_games_from_their_latest_message(
+    live: ServiceProcess,
+) -> None:
+    args = ["eval", "tictactoe", "--policy", "minimax", "-n", "4", "--seed", "1", "--latest-turn",
+            "--config", json.dumps(OPTIMAL), "--url", live.url, "--run", "cli-latest"]  # fmt: skip
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert "4 episodes scored, 0 errors" in result.output
+    assert "outcome = draw" in result.output and "100.0%" in result.output
 
 
 def test_wander_eval_explains_bad_options(live: ServiceProcess) -> None:

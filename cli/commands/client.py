@@ -75,6 +75,14 @@ def evaluate(
     noise: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="minimax: chance of a random move.")
     ] = 0.0,
+    latest_turn: Annotated[
+        bool,
+        typer.Option(
+            "--latest-turn",
+            help="Show the policy only the system prompt and the latest turn, not the whole "
+            "conversation: for a model trained one move at a time (tictactoe_move).",
+        ),
+    ] = False,
     seed: Annotated[
         int | None,
         typer.Option(
@@ -121,6 +129,10 @@ def evaluate(
         noise=noise,
         seed=seed,
     )
+    if latest_turn:
+        from wander.client.policies import LatestTurn
+
+        player = LatestTurn(player)
 
     async def main() -> Any:
         async with AsyncWanderClient(url, api_key) as wander:
