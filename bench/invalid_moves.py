@@ -2,15 +2,16 @@
 against the conversation it answered.
 
     python -m bench.invalid_moves CHECKPOINT [--games 200] [--opponent random|optimal]
-                                  [--results FILE]
+                                  [--latest-turn] [--results FILE]
 
 Plays ``--games`` eval games of the saved model (``bench.learning --sft-checkpoint``, or
 any tic-tac-toe model with its tokenizer) on a service of its own, exports them, and for
 each answer asks: at which turn was it; did it name a cell that is not free (or none);
 was that cell free at an earlier turn, or in the answer's own thought; did the thought
 copy the latest "Available positions" list exactly. Prints the table per turn and the
-counts, and writes them as JSON. (bench/README.md, "Where the SFT model's invalid moves
-come from".)
+counts, and writes them as JSON (bench/README.md, "Where the SFT model's invalid moves
+come from"). ``--latest-turn`` shows the model only the system prompt and each turn's
+latest message (a model of ``bench.learning --task move``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from bench.learning import OPPONENTS, embedded_service, exported
 from wander.client import AsyncWanderClient
 from wander.client.evaluation import evaluate
+from wander.client.policies import LatestTurn
 from wander.service.envs.tictactoe.env import parse_move
 from wander.trainer.backends import Sampling, TransformersBackend
 from wander.trainer.policy import BackendPolicy
@@ -98,12 +100,17 @@ def report(summary: dict[str, Any]) -> str:
     ])  # fmt: skip
 
 
-def diagnose(url: str, checkpoint: Path, games: int, opponent: str) -> dict[str, Any]:
+def diagnose(
+    url: str, checkpoint: Path, games: int, opponent: str, latest_turn: bool = False
+) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
     model = AutoModelForCausalLM.from_pretrained(checkpoint)
-    policy = BackendPolicy(TransformersBackend(model, tokenizer, Sampling(48, 1.0, 1.0)), tokenizer)
+    backend = TransformersBackend(model, tokenizer, Sampling(48, 1.0, 1.0))
+    policy: Any = BackendPolicy(backend, tokenizer)
+    if latest_turn:
+        policy = LatestTurn(policy)
     run = f"diagnose-{opponent}"
 
     async def play() -> int:
@@ -124,10 +131,14 @@ def main() -> None:
     parser.add_argument("checkpoint", type=Path, help="the model's and tokenizer's directory")
     parser.add_argument("--games", type=int, default=200)
     parser.add_argument("--opponent", choices=sorted(OPPONENTS), default="random")
+    parser.add_argument(
+        "--latest-turn", action="store_true",
+        help="show the model each turn's latest message only (a model of --task move)",
+    )  # fmt: skip
     parser.add_argument("--results", type=Path, help="where the JSON goes")
     args = parser.parse_args()
     with embedded_service() as (url, _):
-        summary = diagnose(url, args.checkpoint, args.games, args.opponent)
+        summary = diagnose(url, args.checkpoint, args.games, args.opponent, args.latest_turn)
     print(report(summary))
     if args.results:
         args.results.write_text(json.dumps(summary, indent=2) + "\n")

@@ -34,7 +34,7 @@ from typing import Any
 
 from wander.client import AsyncWanderClient, WanderClient
 from wander.client.evaluation import Evaluation, evaluate
-from wander.client.policies import MinimaxPolicy
+from wander.client.policies import LatestTurn, MinimaxPolicy
 from wander.service.archive.migrations import upgrade
 from wander.testing import ServiceProcess
 from wander.trainer.backends import Sampling, TransformersBackend
@@ -45,6 +45,9 @@ from wander.trainer.sft import build_trainer as sft_trainer
 from wander.trainer.tiny import build_model, build_tokenizer
 
 RESULTS = Path(__file__).parent / "results"
+TASKS = {"game": "tictactoe", "move": "tictactoe_move"}
+"""``--task`` -> the environment SFT and GRPO train on; every stage is evaluated on
+whole games of ``tictactoe``."""
 OPPONENTS = {
     "random": {"min_random_move_prob": 1.0, "max_random_move_prob": 1.0},
     "optimal": {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0},
@@ -85,14 +88,21 @@ def main() -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
+        "--task", choices=TASKS, default="game",
+        help="what SFT and GRPO train on: whole games of tictactoe, or single moves of "
+        "tictactoe_move (a position, scored by the solved game), the model then shown "
+        "only each turn's latest message in the evaluation's whole games",
+    )  # fmt: skip
+    parser.add_argument(
         "--warmup-games", type=int, default=4000,
         help="noisy-minimax games played for SFT (about a second per 100): at 1,000 the model "
         "learnt their words but not to copy the free cells",
     )  # fmt: skip
     parser.add_argument(
-        "--warmup-noise", type=float, default=0.1,
+        "--warmup-noise", type=float, default=None,
         help="the warm-up baseline's share of random moves (MinimaxPolicy's noise): the "
-        "SFT model learns to make them too",
+        "SFT model learns to make them too (default 0.1 for games, of which the lost are "
+        "left out; 0 for moves, where each one is an example)",
     )  # fmt: skip
     parser.add_argument(
         "--warmup-opponent", type=float, nargs=2, default=None, metavar=("MIN", "MAX"),
@@ -178,6 +188,8 @@ def main() -> None:
         help="where the table, the JSON and the curve go",
     )  # fmt: skip
     args = parser.parse_args()
+    if args.warmup_noise is None:
+        args.warmup_noise = 0.1 if args.task == "game" else 0.0
     if args.sft_only and args.sft_checkpoint is None:
         parser.error("--sft-only needs --sft-checkpoint, where the SFT stage is saved")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -222,7 +234,9 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
     def evaluate_stage(name: str, games: int) -> None:
         started = time.time()
         sampling = Sampling(args.max_tokens_per_turn, 1.0, 1.0)
-        policy = BackendPolicy(TransformersBackend(model, tokenizer, sampling), tokenizer)
+        policy: Any = BackendPolicy(TransformersBackend(model, tokenizer, sampling), tokenizer)
+        if args.task == "move":  # trained on one position: shown one
+            policy = LatestTurn(policy)
         stage[name] = asyncio.run(_evaluate(url, policy, games, name, args.eval_concurrency))
         print(f"{name} ({time.time() - started:.0f} s):", stage[name], flush=True)
 
@@ -251,8 +265,8 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
             model.save_pretrained(record.parent)
             tokenizer.save_pretrained(record.parent)
             kept = (
-                "warmup_games", "warmup_noise", "warmup_opponent", "sft_steps", "hidden",
-                "layers", "eval_games",
+                "task", "warmup_games", "warmup_noise", "warmup_opponent", "sft_steps",
+                "hidden", "layers", "eval_games",
             )  # fmt: skip
             earlier = {
                 "args": {key: report["args"][key] for key in kept},
@@ -263,12 +277,19 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         if args.sft_only:
             return None
 
+    env = TASKS[args.task]
+    games = args.task == "game"
     run = GRPORunConfig(
-        model="tiny", url=url, env="tictactoe", examples=4096, run="grpo",
-        env_config={**train_opponent, "num_groups": args.grpo_prompts, **turn_limit},
-        output_dir=str(scratch / "grpo"), max_completion_length=768,
+        model="tiny", url=url, env=env, examples=4096, run="grpo",
+        env_config=(
+            {**train_opponent, "num_groups": args.grpo_prompts, **turn_limit} if games else {}
+        ),
+        output_dir=str(scratch / "grpo"),
+        max_completion_length=768 if games else args.max_tokens_per_turn,
         max_staleness=args.max_staleness,
-        metric_rewards={"invalid_moves": -args.invalid_move_cost} if args.invalid_move_cost else {},
+        metric_rewards=(
+            {"invalid_moves": -args.invalid_move_cost} if games and args.invalid_move_cost else {}
+        ),
         sampling={"max_tokens_per_turn": args.max_tokens_per_turn, "temperature": 1.0},
         grpo={"num_generations": 8, "generation_batch_size": 8 * args.grpo_prompts,
               "per_device_train_batch_size": 8 * args.grpo_prompts // args.updates_per_batch,
@@ -280,7 +301,7 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
               "seed": args.grpo_seed},
     )  # fmt: skip
     with WanderClient(url) as wander:
-        components = wander.environment("tictactoe").reward_components
+        components = wander.environment(env).reward_components
         run.grpo["reward_weights"] = [
             *(args.invalid_weight if c.name == "invalid_move" else c.weight for c in components),
             *run.metric_rewards.values(),
@@ -300,24 +321,26 @@ def warm_up(
     opponent: dict[str, float],
     scratch: Path,
 ) -> None:
-    """SFT on the non-lost games of the minimax baseline (``--warmup-noise`` of its
-    moves random), played on the train split (the stages are evaluated on the eval
-    split) one game at a time: the baseline's random draws then fall in the same games
-    on every run, and so the SFT data and model repeat (concurrent games drew them in
-    whatever order the games happened to interleave, and each run trained its own SFT
-    model)."""
+    """SFT on the minimax baseline (``--warmup-noise`` of its moves random): its non-lost
+    games, or with ``--task move`` its moves, played on the train split (the stages are
+    evaluated on the eval split) one at a time: the baseline's random draws then fall
+    in the same games on every run, and so the SFT data and model repeat (concurrent
+    games drew them in whatever order the games happened to interleave, and each run
+    trained its own SFT model)."""
+    games = args.task == "game"
 
     async def play() -> Evaluation:
         async with AsyncWanderClient(url) as wander:
             return await evaluate(
-                wander, "tictactoe", MinimaxPolicy(noise=args.warmup_noise, seed=0),
-                examples=args.warmup_games, config=opponent, split="train", run="warmup",
-                concurrency=1, progress=False,
+                wander, TASKS[args.task], MinimaxPolicy(noise=args.warmup_noise, seed=0),
+                examples=args.warmup_games, config=opponent if games else {}, split="train",
+                run="warmup", concurrency=1, progress=False,
             )  # fmt: skip
 
     played = asyncio.run(play())
-    kept = [r for r in played.results if r.error is None and r.metrics["outcome"] != "loss"]
-    rows = exported(url, "warmup", len(kept), exclude_outcome=["loss"], status="done")
+    lost = {"loss"} if games else set()
+    kept = [r for r in played.results if r.error is None and r.metrics.get("outcome") not in lost]
+    rows = exported(url, "warmup", len(kept), exclude_outcome=sorted(lost), status="done")
     options = {
         "output_dir": str(scratch / "sft"), "max_steps": args.sft_steps, "learning_rate": 3e-3,
         "per_device_train_batch_size": 16, "logging_steps": 50, "max_length": 1024,
@@ -360,21 +383,32 @@ def write(report: dict[str, Any], results: Path) -> None:
     low, high = args["train_opponent"]
     limit = args.get("train_max_turns")  # absent from reports older than the option
     turns = "" if limit is None else f"with {limit} turns at most "
-    cost = args.get("invalid_move_cost")  # likewise
+    games_task = args.get("task", "game") == "game"  # absent from reports older than the option
+    cost = args.get("invalid_move_cost") if games_task else None  # likewise; a game's metric
     per_move = f", {cost:g} per invalid move" if cost else ""
     warmup = args.get("grpo_warmup_steps")  # likewise
     warmed = f" after {warmup} warm-up steps" if warmup else ""
     noise = args.get("warmup_noise", 0.1)  # likewise
     warmup_low, warmup_high = args.get("warmup_opponent") or (low, high)
+    if games_task:
+        warmup_data = (
+            f"{args['warmup_games']} warm-up games (minimax, {noise:.0%} random moves, against "
+            f"a {warmup_low:.0%}-{warmup_high:.0%} random opponent)"
+        )
+        grpo_data = f"games against a {low:.0%}-{high:.0%} random opponent {turns}"
+    else:
+        warmup_data = (
+            f"{args['warmup_games']} warm-up moves of tictactoe_move (minimax, {noise:.0%} "
+            "random moves)"
+        )
+        grpo_data = "moves of tictactoe_move, the evaluation's games shown their latest turn "
     lines = [
         f"Tiny model ({args['hidden']} hidden, {args['layers']} layers) from scratch on "
         f"{report['device']}, "
-        f"{report['minutes']} minutes in all: {args['warmup_games']} warm-up games "
-        f"(minimax, {noise:.0%} random moves, against a {warmup_low:.0%}-{warmup_high:.0%} "
-        "random opponent), "
+        f"{report['minutes']} minutes in all: {warmup_data}, "
         f"{args['sft_steps']} SFT steps, {args['grpo_steps']} GRPO steps of "
-        f"{args['grpo_prompts']} x 8 games against a {low:.0%}-{high:.0%} random opponent "
-        f"{turns}({args['loss_type']} loss, lr {args['grpo_lr']:g}{warmed}, "
+        f"{args['grpo_prompts']} x 8 {grpo_data}"
+        f"({args['loss_type']} loss, lr {args['grpo_lr']:g}{warmed}, "
         f"{args['updates_per_batch']} optimizer steps per batch, invalid-move weight "
         f"{args['invalid_weight']:g}{per_move}). "
         "Each stage evaluated on "

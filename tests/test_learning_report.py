@@ -46,6 +46,24 @@ def test_the_report_gives_each_target_its_change_and_95_percent_interval(tmp_pat
     assert (tmp_path / "learning.png").stat().st_size > 0
 
 
+def test_the_report_says_when_sft_and_grpo_trained_on_single_moves(tmp_path: Path) -> None:
+    args = {"eval_games": 500, "train_opponent": [0.5, 1.0], "hidden": 128, "layers": 4,
+            "task": "move", "warmup_games": 4000, "warmup_noise": 0.0, "sft_steps": 800,
+            "grpo_steps": 30, "grpo_prompts": 16, "loss_type": "grpo", "grpo_lr": 3e-4,
+            "updates_per_batch": 4, "invalid_weight": 5.0, "invalid_move_cost": 0.25}  # fmt: skip
+    stages = {
+        name: {"random": _row(0.5, 0.1), "optimal": _row(0.0, 0.1)} for name in ("sft", "grpo")
+    }
+    report = {"args": args, "stages": stages, "curve": [{"step": 1, "reward": 0.1}],
+              "minutes": 20.0, "device": "CPU"}  # fmt: skip
+    write(report, tmp_path)
+    table = (tmp_path / "learning.md").read_text()
+    assert "4000 warm-up moves of tictactoe_move (minimax, 0% random moves), 800 SFT" in table
+    assert "30 GRPO steps of 16 x 8 moves of tictactoe_move, the evaluation's games shown " in table
+    assert "random opponent" not in table.split("\n")[0]
+    assert "invalid-move weight 5). Each stage" in table  # the per-move cost is a game's
+
+
 def test_the_warm_up_is_exported_once_every_game_it_finished_is_archived(
     live: ServiceProcess,
 ) -> None:
