@@ -158,7 +158,7 @@ class TicTacToe(Environment[TicTacToeConfig]):
         else:
             cell = _opponent_move(board, p, TurnRandom(seed))
             board = place(board, cell, "O")
-            news = f"The opponent (O) played first, in cell {cell}."
+            news = opponent_played(cell, first=True)
         state: State = {
             "board": board,
             "model_starts": model_starts,
@@ -169,11 +169,7 @@ class TicTacToe(Environment[TicTacToeConfig]):
             "formatted": 0,
             "winner": None,
         }
-        messages = [
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": your_turn(news, board)},
-        ]
-        return Reset(state, messages)
+        return Reset(state, opening(news, board))
 
     def step(
         self, config: TicTacToeConfig, state: State, action: Message, rng: TurnRandom
@@ -196,7 +192,7 @@ class TicTacToe(Environment[TicTacToeConfig]):
         if winner(board) is not None:
             return self._reply(state, f"You played {move}.", board)
         cell = _opponent_move(board, state["random_move_prob"], rng)
-        return self._reply(state, f"The opponent (O) played {cell}.", place(board, cell, "O"))
+        return self._reply(state, opponent_played(cell), place(board, cell, "O"))
 
     def _reply(self, state: State, news: str, board: str) -> Transition:
         result = winner(board)
@@ -259,6 +255,23 @@ def _opponent_move(board: str, random_move_prob: float, rng: TurnRandom) -> int:
         return optimal[0]  # random() < p never holds for p <= 0: the draws would not matter
     draws = rng.at(board)
     return draws.choice(legal if draws.random() < random_move_prob else optimal)
+
+
+def opening(news: str, board: str) -> list[Message]:
+    """An episode's first messages: the system prompt, then the first request for a move."""
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": your_turn(news, board)},
+    ]
+
+
+def opponent_played(cell: int, first: bool = False) -> str:
+    """The news of the opponent's move to ``cell``."""
+    return (
+        f"The opponent (O) played first, in cell {cell}."
+        if first
+        else f"The opponent (O) played {cell}."
+    )
 
 
 def your_turn(news: str, board: str) -> str:

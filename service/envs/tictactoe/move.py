@@ -30,12 +30,7 @@ from wander.sdk import (
     TurnRandom,
     stable_hash,
 )
-from wander.service.envs.tictactoe.env import (
-    SYSTEM_PROMPT,
-    formatted,
-    parse_move,
-    your_turn,
-)
+from wander.service.envs.tictactoe.env import formatted, opening, opponent_played, parse_move
 from wander.service.envs.tictactoe.game import (
     EMPTY,
     optimal_moves,
@@ -105,18 +100,9 @@ class TicTacToeMove(Environment[SizedConfig]):
             news = "You play first."
         else:  # any O could have been the last move: none of them ended the game
             cell = random.Random(seed).choice(noughts)
-            first = not model_starts and len(noughts) == 1
-            news = (
-                f"The opponent (O) played first, in cell {cell}."
-                if first
-                else f"The opponent (O) played {cell}."
-            )
+            news = opponent_played(cell, first=not model_starts and len(noughts) == 1)
         state: State = {"board": board, "model_starts": model_starts, "move": None}
-        messages = [
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": your_turn(news, board)},
-        ]
-        return Reset(state, messages)
+        return Reset(state, opening(news, board))
 
     def step(
         self, config: SizedConfig, state: State, action: Message, rng: TurnRandom
