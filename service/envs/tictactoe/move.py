@@ -6,7 +6,7 @@ conversation names cells that were free several messages ago. Here an episode is
 position of a game in progress, shown as ``tictactoe`` shows it (the same system
 prompt, the same message), and the move is scored by the solved game: a model trained
 here plays whole games of ``tictactoe`` when it is shown each turn's latest message
-only (``BackendPolicy(history="latest")``).
+only (``LatestTurn`` in the client, ``wander eval --latest-turn``).
 
 Its config, rewards and metrics are in docs/environments.md, "tictactoe_move".
 """
