@@ -25,7 +25,12 @@ from wander.client import AssistantMessage, AsyncWanderClient, Message
 from wander.client.errors import PolicyEndpointError
 from wander.client.evaluation import evaluate
 from wander.client.policies import LatestTurn, MinimaxPolicy, OpenAIChatPolicy, RandomPolicy
-from wander.client.policies.tictactoe import NotATicTacToePrompt, best_moves, read_board
+from wander.client.policies.tictactoe import (
+    NotATicTacToePrompt,
+    best_moves,
+    likeliest_win,
+    read_board,
+)
 from wander.client.policy_server import create_policy_app
 from wander.client.report import plot
 from wander.client.retry import NO_RETRY
@@ -33,7 +38,14 @@ from wander.extras import install_command
 from wander.service.envs.seeding import example_seed
 from wander.service.envs.tictactoe import TicTacToe, TicTacToeConfig
 from wander.service.envs.tictactoe.env import render_board
-from wander.service.envs.tictactoe.game import optimal_moves, positions
+from wander.service.envs.tictactoe.game import (
+    EMPTY_BOARD,
+    legal_moves,
+    optimal_moves,
+    place,
+    positions,
+    winner,
+)
 from wander.testing import ServiceProcess, free_port, wait_until
 
 OPTIMAL = {"min_random_move_prob": 0.0, "max_random_move_prob": 0.0}
@@ -294,6 +306,38 @@ async def test_the_baseline_explains_its_moves() -> None:
     assert len(moves) == 7  # every free cell, optimal or not
 
 
+def against_random(moves: Callable[[str], Sequence[int]]) -> tuple[float, int]:
+    """X playing one of ``moves(board)`` at random against an opponent playing at random,
+    each starting half the games, by the environment's rules: X's exact chance of a win,
+    and how many positions X meets."""
+    met: set[str] = set()
+
+    def chance(board: str, x_to_move: bool) -> float:
+        if (result := winner(board)) is not None:
+            return float(result == "X")
+        if x_to_move:
+            met.add(board)
+            options = moves(board)
+            return sum(chance(place(board, cell, "X"), False) for cell in options) / len(options)
+        free = legal_moves(board)
+        return sum(chance(place(board, cell, "O"), True) for cell in free) / len(free)
+
+    return (chance(EMPTY_BOARD, True) + chance(EMPTY_BOARD, False)) / 2, len(met)
+
+
+def test_the_baseline_can_settle_its_ties_for_wins() -> None:
+    for board in positions("X"):
+        assert likeliest_win(board) in optimal_moves(board, "X"), board
+    seeds = [MinimaxPolicy(seed=seed, ties="wins") for seed in range(3)]
+    assert len({policy.answer("X...O....") for policy in seeds}) == 1  # one answer a position
+    any_tie, any_positions = against_random(lambda board: optimal_moves(board, "X"))
+    wins, wins_positions = against_random(lambda board: [likeliest_win(board)])
+    assert (round(any_tie, 3), any_positions) == (0.873, 3052)
+    assert (round(wins, 3), wins_positions) == (0.956, 383)
+    with pytest.raises(ValueError, match="ties"):
+        MinimaxPolicy(ties="first")  # type: ignore[arg-type]
+
+
 async def test_the_openai_policy_sends_what_openai_expects() -> None:
     seen: list[httpx.Request] = []
 
@@ -500,6 +544,22 @@ def test_wander_eval_latest_turn_plays_whole_games_from_their_latest_message(
     assert result.exit_code == 0, result.output
     assert "4 episodes scored, 0 errors" in result.output
     assert "outcome = draw" in result.output and "100.0%" in result.output
+
+
+def test_wander_eval_minimax_can_settle_its_ties_for_wins(
+    live: ServiceProcess, tmp_path: Path
+) -> None:
+    random_opponent = {"min_random_move_prob": 1.0, "max_random_move_prob": 1.0}
+    args = ["eval", "tictactoe", "--policy", "minimax", "--ties", "wins", "-n", "12",
+            "--seed", "1", "--config", json.dumps(random_opponent), "--url", live.url,
+            "--run", "cli-ties", "--output", str(tmp_path / "r.jsonl")]  # fmt: skip
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    lines = (tmp_path / "r.jsonl").read_text().splitlines()
+    outcomes = {json.loads(line)["metrics"]["outcome"] for line in lines}
+    assert len(lines) == 12 and outcomes <= {"win", "draw"}
+    unknown = CliRunner().invoke(cli, [*args[:4], "--ties", "first", "--url", live.url])
+    assert unknown.exit_code == 2 and "--ties" in unknown.output
 
 
 def test_wander_eval_explains_bad_options(live: ServiceProcess) -> None:

@@ -12,7 +12,7 @@ from typing import IO, Annotated, Any
 
 import typer
 
-from wander.commands.policies import PolicyName, make_policy
+from wander.commands.policies import PolicyName, Ties, TiesOption, make_policy
 from wander.options import (
     ApiKeyOption,
     ConfigOption,
@@ -75,6 +75,7 @@ def evaluate(
     noise: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="minimax: chance of a random move.")
     ] = 0.0,
+    ties: TiesOption = Ties.random,
     latest_turn: Annotated[
         bool,
         typer.Option(
@@ -127,6 +128,7 @@ def evaluate(
         api_key_env=api_key_env,
         sampling={k: v for k, v in sampling.items() if v is not None},
         noise=noise,
+        ties=ties,
         seed=seed,
     )
     if latest_turn:
