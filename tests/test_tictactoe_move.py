@@ -12,13 +12,27 @@ import pytest
 from tests.agents import answer, random_agent
 from wander.client import Message
 from wander.client.policies import MinimaxPolicy
-from wander.sdk import SizedConfig
+from wander.client.policies.tictactoe import likeliest_win as clients_likeliest_win
 from wander.service.envs.seeding import TurnRandom, example_seed
-from wander.service.envs.tictactoe import TicTacToe, TicTacToeConfig, TicTacToeMove
-from wander.service.envs.tictactoe.game import EMPTY, positions, winner
+from wander.service.envs.tictactoe import (
+    TicTacToe,
+    TicTacToeConfig,
+    TicTacToeMove,
+    TicTacToeMoveConfig,
+)
+from wander.service.envs.tictactoe.game import (
+    EMPTY,
+    EMPTY_BOARD,
+    legal_moves,
+    likeliest_win,
+    optimal_moves,
+    place,
+    positions,
+    winner,
+)
 
 ENV = TicTacToeMove()
-CONFIG = SizedConfig()
+CONFIG = TicTacToeMoveConfig()
 
 
 def reset(board: str, seed: int = 0) -> Any:
@@ -111,7 +125,40 @@ def test_example_i_has_i_mod_9_marks_and_repeats() -> None:
             assert board.count("X") in (board.count("O"), board.count("O") - 1)  # X to move
         assert len(set(drawn)) > 500
     assert ENV.examples(CONFIG, "train")[9:900] != ENV.examples(CONFIG, "eval")[9:900]
-    assert ENV.examples(SizedConfig(seed=1), "train")[9:900] != ENV.examples(CONFIG, "train")[9:900]
+    reseeded = ENV.examples(TicTacToeMoveConfig(seed=1), "train")
+    assert reseeded[9:900] != ENV.examples(CONFIG, "train")[9:900]
+
+
+def strong_players_positions() -> set[str]:
+    """Every position X meets playing ``likeliest_win`` against any opponent."""
+    met: set[str] = set()
+
+    def visit(board: str, x_to_move: bool) -> None:
+        if winner(board) is not None:
+            return
+        if x_to_move:
+            met.add(board)
+            visit(place(board, likeliest_win(board), "X"), False)
+        else:
+            for cell in legal_moves(board):
+                visit(place(board, cell, "O"), True)
+
+    visit(EMPTY_BOARD, True)
+    visit(EMPTY_BOARD, False)
+    return met
+
+
+def test_played_positions_are_a_strong_players_turns_as_often_as_games_meet_them() -> None:
+    for board in positions("X"):  # the service's and the client's solvers play alike
+        assert likeliest_win(board) == clients_likeliest_win(board) in optimal_moves(board, "X")
+    config = TicTacToeMoveConfig(positions="played")
+    drawn = [ENV.examples(config, "train")[i] for i in range(2000)]
+    assert drawn == [ENV.examples(config, "train")[i] for i in range(2000)]
+    assert set(drawn) <= strong_players_positions() and len(strong_players_positions()) == 383
+    assert len(set(drawn)) > 250
+    marks = Counter(9 - board.count(EMPTY) for board in drawn)
+    assert marks[0] > marks[8] * 3  # every game has a first turn; few have a ninth mark
+    assert ENV.examples(config, "eval")[:50] != drawn[:50]
 
 
 def test_news_names_an_o_and_who_started() -> None:

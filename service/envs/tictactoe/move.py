@@ -16,7 +16,9 @@ from __future__ import annotations
 import functools
 import random
 from collections import defaultdict
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from wander.sdk import (
     Environment,
@@ -33,6 +35,9 @@ from wander.sdk import (
 from wander.service.envs.tictactoe.env import formatted, opening, opponent_played, parse_move
 from wander.service.envs.tictactoe.game import (
     EMPTY,
+    EMPTY_BOARD,
+    legal_moves,
+    likeliest_win,
     optimal_moves,
     place,
     position_value,
@@ -67,32 +72,65 @@ def move_value(board: str, cell: int) -> int:
     return -position_value(after, "O")
 
 
-class TicTacToeMove(Environment[SizedConfig]):
+class TicTacToeMoveConfig(SizedConfig):
+    positions: Literal["marks", "played"] = Field(
+        "marks",
+        description="Which positions the examples are: `marks`, every position of a game in "
+        "progress, example i drawn among those with i mod 9 marks; `played`, a turn of a game "
+        "X plays with the optimal move likeliest to win against an opponent playing at random "
+        "with a per-example probability (uniform in 0-1), minimax-optimally otherwise: the "
+        "positions a strong player meets, as often as it meets them.",
+    )
+
+
+def played_position(draw: random.Random) -> str:
+    """One turn, drawn uniformly, of a game that X plays ``likeliest_win`` against an
+    opponent who plays at random with a probability drawn uniformly in 0-1 and
+    minimax-optimally otherwise; either player first, as in ``tictactoe``."""
+    random_move_prob = draw.random()
+    board, x_to_move, turns = EMPTY_BOARD, draw.random() < 0.5, []
+    while winner(board) is None:
+        if x_to_move:
+            turns.append(board)
+            board = place(board, likeliest_win(board), "X")
+        else:
+            chance = draw.random() < random_move_prob
+            moves = legal_moves(board) if chance else optimal_moves(board, "O")
+            board = place(board, draw.choice(moves), "O")
+        x_to_move = not x_to_move
+    return draw.choice(turns)
+
+
+class TicTacToeMove(Environment[TicTacToeMoveConfig]):
     name = "tictactoe_move"
-    version = "1.0.0"
+    version = "1.1.0"  # 1.1: the positions option
     description = (
         "Single-turn tic-tac-toe: one position of a game in progress, X to move; the move "
         "is scored by the solved game (won, drawn or lost with perfect play after it)."
     )
     kind = "single_turn"
     isolation = "inline"  # pure, and linear in the action: see tictactoe's parse_move()
-    Config = SizedConfig
+    Config = TicTacToeMoveConfig
     reward_weights = {"value": 1.0, "optimal": 0.5, "format": 0.2, "invalid_move": 1.0}
 
-    def examples(self, config: SizedConfig, split: str) -> GeneratedExamples[str]:
-        """Example ``i`` is a position with ``i mod 9`` marks, drawn uniformly among those:
-        any nine consecutive examples span a game from the empty board to its last move,
-        where uniform over the 4,520 positions would be three quarters late positions.
+    def examples(self, config: TicTacToeMoveConfig, split: str) -> GeneratedExamples[str]:
+        """``positions="marks"``: example ``i`` is a position with ``i mod 9`` marks, drawn
+        uniformly among those: any nine consecutive examples span a game from the empty
+        board to its last move, where uniform over the 4,520 positions would be three
+        quarters late positions. ``"played"``: a turn of a strong player's game
+        (``played_position``), for training a model on the positions its games meet.
         The splits hold the same positions (a game has no more) in other draws."""
         groups = positions_by_marks()
 
         def make(index: int) -> str:
             draw = random.Random(stable_hash(self.name, split, config.seed, index))
+            if config.positions == "played":
+                return played_position(draw)
             return draw.choice(groups[index % len(groups)])
 
         return GeneratedExamples(config.split_size(split), make)
 
-    def reset(self, config: SizedConfig, example: str, seed: int) -> Reset:
+    def reset(self, config: TicTacToeMoveConfig, example: str, seed: int) -> Reset:
         board = example
         noughts = [cell for cell, mark in enumerate(board) if mark == "O"]
         model_starts = len(noughts) == board.count("X")
@@ -105,7 +143,7 @@ class TicTacToeMove(Environment[SizedConfig]):
         return Reset(state, opening(news, board))
 
     def step(
-        self, config: SizedConfig, state: State, action: Message, rng: TurnRandom
+        self, config: TicTacToeMoveConfig, state: State, action: Message, rng: TurnRandom
     ) -> Transition:
         content = action.get("content")
         move = parse_move(content)
@@ -114,7 +152,7 @@ class TicTacToeMove(Environment[SizedConfig]):
         state = {**state, "move": move if valid else None, "formatted": formatted(content)}
         return Transition(state, [], True, invalid=not valid)
 
-    def score(self, config: SizedConfig, state: State) -> Score:
+    def score(self, config: TicTacToeMoveConfig, state: State) -> Score:
         board, move = state["board"], state["move"]
         metrics: dict[str, Any] = {
             "marks": 9 - board.count(EMPTY),
