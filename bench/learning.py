@@ -2,17 +2,21 @@
 CPU (or a GPU where there is one), against a live service, each stage evaluated by
 the service.
 
-    python -m bench.learning [--grpo-steps 30] [--grpo-prompts 16] [--grpo-lr 3e-4]
-                             [--updates-per-batch 4] [--invalid-weight 5]
-                             [--invalid-move-cost 0.25]
-                             [--loss-type grpo] [--hidden 128] [--layers 4]
-                             [--sft-checkpoint DIR] [--results DIR] [--help for the rest]
+    python -m bench.learning [--task move|game] [--sft-steps 5000] [--grpo-steps 30]
+                             [--grpo-prompts 16] [--grpo-lr 1e-4] [--hidden 128]
+                             [--layers 4] [--sft-checkpoint DIR] [--results DIR]
+                             [--help for the rest]
+
+By default one move at a time: SFT on the distinct turns of 4,000 games of the
+minimax baseline that settles its ties for wins, then GRPO on ``tictactoe_move``'s
+played positions; every stage evaluated on whole games of ``tictactoe``, the model
+shown each turn's latest message (docs/training.md, "The learning benchmark").
 
 Writes learning.md (the table, and the change from SFT to GRPO of each target of
 the recipe, wins and games with an invalid move, with its 95% interval),
 learning.json and learning.png (reward components per GRPO step) to
 bench/results/. The defaults are sized for under 60 minutes on 2 quiet CPU cores
-(bench/README.md, "Learning"). The H100 runs used the earlier recipe, ``--hidden 256
+(bench/README.md, "Learning"). The H100 runs used an earlier games recipe, ``--hidden 256
 --layers 8 --grpo-prompts 32 --grpo-steps 15 --grpo-lr 3e-4 --updates-per-batch 1
 --invalid-weight 1 --eval-concurrency 512``: about 12 minutes.
 """
@@ -34,7 +38,9 @@ from typing import Any
 
 from wander.client import AsyncWanderClient, WanderClient
 from wander.client.evaluation import Evaluation, evaluate
+from wander.client.models import Message
 from wander.client.policies import LatestTurn, MinimaxPolicy
+from wander.client.policies.base import latest_turn
 from wander.service.archive.migrations import upgrade
 from wander.testing import ServiceProcess
 from wander.trainer.backends import Sampling, TransformersBackend
@@ -88,7 +94,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--task", choices=TASKS, default="game",
+        "--task", choices=TASKS, default="move",
         help="what SFT and GRPO train on: whole games of tictactoe, or single moves of "
         "tictactoe_move (a position, scored by the solved game), the model then shown "
         "only each turn's latest message in the evaluation's whole games",
@@ -105,12 +111,38 @@ def main() -> None:
         "left out; 0 for moves, where each one is an example)",
     )  # fmt: skip
     parser.add_argument(
+        "--warmup-ties", choices=("random", "wins"), default=None,
+        help="how the warm-up baseline chooses among minimax-best moves (MinimaxPolicy's "
+        "ties): any at random, or the likeliest to win against a random opponent, which "
+        "wins 96%% of such games where random ties win 87%% (default: random for games, "
+        "wins for moves)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--warmup-positions", choices=("played", "uniform"), default="played",
+        help="--task move's warm-up positions: those the baseline meets playing whole games "
+        "of tictactoe against the warm-up opponent, each turn as the evaluation shows it "
+        "(its latest message), or tictactoe_move's, drawn uniformly by number of marks "
+        "(--warmup-games then counts moves)",
+    )  # fmt: skip
+    parser.add_argument(
         "--warmup-opponent", type=float, nargs=2, default=None, metavar=("MIN", "MAX"),
         help="the warm-up games' opponent random-move probability range (default: "
-        "--train-opponent's); from 0, the SFT data holds the positions a strong opponent makes",
+        "--train-opponent's for games, 0-1 for moves); from 0, the SFT data holds the "
+        "positions a strong opponent makes",
     )  # fmt: skip
-    parser.add_argument("--sft-steps", type=int, default=800)
+    parser.add_argument(
+        "--sft-steps", type=int, default=None,
+        help="SFT steps of 16 (default 800 for games; 5000 for moves, about 30 minutes here: "
+        "3000 left its model naming the win it does not have in late positions)",
+    )  # fmt: skip
     parser.add_argument("--grpo-steps", type=int, default=30, help="generation batches played")
+    parser.add_argument(
+        "--grpo-positions", choices=("played", "marks"), default="played",
+        help="--task move's GRPO positions (tictactoe_move's positions option): the turns of "
+        "a strong player's games, where the SFT model plays, or every position by number of "
+        "marks, which undid the SFT model (wins 96%% -> 87%%, not lost against optimal 95%% "
+        "-> 76%% in 30 batches)",
+    )  # fmt: skip
     parser.add_argument(
         "--updates-per-batch", type=int, default=4,
         help="optimizer steps per generation batch, each on an equal share of its groups "
@@ -118,9 +150,10 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--grpo-prompts", type=int, default=16, help="episode groups per step")
     parser.add_argument(
-        "--grpo-lr", type=float, default=3e-4,
-        help="peak of TRL's linear decay; at 1e-3 the first batches undid what SFT taught "
-        "(games with an invalid move 28%% -> 52%% in one batch)",
+        "--grpo-lr", type=float, default=None,
+        help="peak of TRL's linear decay (default 3e-4 for games: at 1e-3 the first batches "
+        "undid what SFT taught, games with an invalid move 28%% -> 52%% in one batch; 1e-4 "
+        "for moves, whose SFT model 3e-4 made worse)",
     )  # fmt: skip
     parser.add_argument(
         "--grpo-warmup-steps", type=int, default=8,
@@ -188,8 +221,17 @@ def main() -> None:
         help="where the table, the JSON and the curve go",
     )  # fmt: skip
     args = parser.parse_args()
+    games = args.task == "game"
     if args.warmup_noise is None:
-        args.warmup_noise = 0.1 if args.task == "game" else 0.0
+        args.warmup_noise = 0.1 if games else 0.0
+    if args.grpo_lr is None:
+        args.grpo_lr = 3e-4 if games else 1e-4
+    if args.sft_steps is None:
+        args.sft_steps = 800 if games else 5000
+    if args.warmup_ties is None:
+        args.warmup_ties = "random" if games else "wins"
+    if args.warmup_opponent is None:
+        args.warmup_opponent = args.train_opponent if games else (0.0, 1.0)
     if args.sft_only and args.sft_checkpoint is None:
         parser.error("--sft-only needs --sft-checkpoint, where the SFT stage is saved")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -256,17 +298,15 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         model = build_model(tokenizer, hidden_size=args.hidden, layers=args.layers)
         model.to("cuda" if _device() != "CPU" else "cpu")  # the trainers would move it later
         evaluate_stage("base", min(args.eval_games, BASE_EVAL_GAMES))
-        warmup_opponent = dict(
-            zip(train_opponent, args.warmup_opponent or args.train_opponent, strict=True)
-        )
+        warmup_opponent = dict(zip(train_opponent, args.warmup_opponent, strict=True))
         warm_up(url, model, tokenizer, args, warmup_opponent, scratch)
         evaluate_stage("sft", args.eval_games)
         if record is not None:
             model.save_pretrained(record.parent)
             tokenizer.save_pretrained(record.parent)
             kept = (
-                "task", "warmup_games", "warmup_noise", "warmup_opponent", "sft_steps",
-                "hidden", "layers", "eval_games",
+                "task", "warmup_games", "warmup_noise", "warmup_ties", "warmup_positions",
+                "warmup_opponent", "sft_steps", "hidden", "layers", "eval_games",
             )  # fmt: skip
             earlier = {
                 "args": {key: report["args"][key] for key in kept},
@@ -282,7 +322,9 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
     run = GRPORunConfig(
         model="tiny", url=url, env=env, examples=4096, run="grpo",
         env_config=(
-            {**train_opponent, "num_groups": args.grpo_prompts, **turn_limit} if games else {}
+            {**train_opponent, "num_groups": args.grpo_prompts, **turn_limit}
+            if games
+            else {"positions": args.grpo_positions}
         ),
         output_dir=str(scratch / "grpo"),
         max_completion_length=768 if games else args.max_tokens_per_turn,
@@ -321,32 +363,53 @@ def warm_up(
     opponent: dict[str, float],
     scratch: Path,
 ) -> None:
-    """SFT on the minimax baseline (``--warmup-noise`` of its moves random): its non-lost
-    games, or with ``--task move`` its moves, played on the train split (the stages are
+    """SFT on the minimax baseline (``--warmup-noise`` of its moves random, its ties
+    as ``--warmup-ties`` says): its non-lost games; with ``--task move`` each of their
+    turns as the evaluation shows it (``latest_turns``), or tictactoe_move's moves
+    (``--warmup-positions uniform``). Played on the train split (the stages are
     evaluated on the eval split) one at a time: the baseline's random draws then fall
     in the same games on every run, and so the SFT data and model repeat (concurrent
     games drew them in whatever order the games happened to interleave, and each run
     trained its own SFT model)."""
-    games = args.task == "game"
+    env = (
+        TASKS["move"] if args.task == "move" and args.warmup_positions == "uniform" else "tictactoe"
+    )
+    games = env == "tictactoe"
+    baseline = MinimaxPolicy(noise=args.warmup_noise, seed=0, ties=args.warmup_ties)
 
     async def play() -> Evaluation:
         async with AsyncWanderClient(url) as wander:
             return await evaluate(
-                wander, TASKS[args.task], MinimaxPolicy(noise=args.warmup_noise, seed=0),
-                examples=args.warmup_games, config=opponent if games else {}, split="train",
-                run="warmup", concurrency=1, progress=False,
+                wander, env, baseline, examples=args.warmup_games,
+                config=opponent if games else {}, split="train", run="warmup", concurrency=1,
+                progress=False,
             )  # fmt: skip
 
     played = asyncio.run(play())
     lost = {"loss"} if games else set()
     kept = [r for r in played.results if r.error is None and r.metrics.get("outcome") not in lost]
     rows = exported(url, "warmup", len(kept), exclude_outcome=sorted(lost), status="done")
+    if games and args.task == "move":  # each distinct turn once: the rare weigh as the opening
+        turns = (turn for row in rows for turn in latest_turns(row["messages"]))
+        rows = list({json.dumps(turn, sort_keys=True): turn for turn in turns}.values())
+        print(f"{len(rows)} distinct turns in {len(kept)} warm-up games", flush=True)
     options = {
         "output_dir": str(scratch / "sft"), "max_steps": args.sft_steps, "learning_rate": 3e-3,
         "per_device_train_batch_size": 16, "logging_steps": 50, "max_length": 1024,
         "lr_scheduler_type": "cosine", "warmup_steps": 20,
     }  # fmt: skip
     sft_trainer(rows, model, tokenizer, options).train()
+
+
+def latest_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A transcript's turns, one SFT row each, as ``LatestTurn`` shows a game to a model
+    trained one move at a time: the system prompt, the latest message, the answer."""
+    parsed = [Message.model_validate(message) for message in messages]
+    return [
+        {"messages": [m.model_dump(exclude_none=True) for m in latest_turn(parsed[:k])] + [answer]}
+        for k, answer in enumerate(messages)
+        if answer["role"] == "assistant"
+    ]
 
 
 def exported(
@@ -390,16 +453,20 @@ def write(report: dict[str, Any], results: Path) -> None:
     warmed = f" after {warmup} warm-up steps" if warmup else ""
     noise = args.get("warmup_noise", 0.1)  # likewise
     warmup_low, warmup_high = args.get("warmup_opponent") or (low, high)
+    ties = args.get("warmup_ties") or "random"  # likewise
+    baseline = f"minimax, {ties} ties, {noise:.0%} random moves"
+    played = (
+        f"{args['warmup_games']} warm-up games ({baseline}, against a "
+        f"{warmup_low:.0%}-{warmup_high:.0%} random opponent)"
+    )
     if games_task:
-        warmup_data = (
-            f"{args['warmup_games']} warm-up games (minimax, {noise:.0%} random moves, against "
-            f"a {warmup_low:.0%}-{warmup_high:.0%} random opponent)"
-        )
+        warmup_data = played
         grpo_data = f"games against a {low:.0%}-{high:.0%} random opponent {turns}"
     else:
         warmup_data = (
-            f"{args['warmup_games']} warm-up moves of tictactoe_move (minimax, {noise:.0%} "
-            "random moves)"
+            f"{args['warmup_games']} warm-up moves of tictactoe_move ({baseline})"
+            if args.get("warmup_positions", "uniform") == "uniform"
+            else f"{played}, each turn as its latest message"
         )
         grpo_data = "moves of tictactoe_move, the evaluation's games shown their latest turn "
     lines = [

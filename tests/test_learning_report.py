@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.learning import exported, write
+from bench.learning import exported, latest_turns, write
 from wander.client import AsyncWanderClient
 from wander.client.evaluation import evaluate
 from wander.client.policies import MinimaxPolicy
@@ -58,10 +58,19 @@ def test_the_report_says_when_sft_and_grpo_trained_on_single_moves(tmp_path: Pat
               "minutes": 20.0, "device": "CPU"}  # fmt: skip
     write(report, tmp_path)
     table = (tmp_path / "learning.md").read_text()
-    assert "4000 warm-up moves of tictactoe_move (minimax, 0% random moves), 800 SFT" in table
+    # a report from before --warmup-positions and --warmup-ties: uniform moves, random ties
+    assert (
+        "4000 warm-up moves of tictactoe_move (minimax, random ties, 0% random moves), 800" in table
+    )
     assert "30 GRPO steps of 16 x 8 moves of tictactoe_move, the evaluation's games shown " in table
     assert "random opponent" not in table.split("\n")[0]
     assert "invalid-move weight 5). Each stage" in table  # the per-move cost is a game's
+    args |= {"warmup_positions": "played", "warmup_ties": "wins", "warmup_opponent": [0.0, 1.0]}
+    write(report, tmp_path)
+    assert (
+        "4000 warm-up games (minimax, wins ties, 0% random moves, against a 0%-100% random "
+        "opponent), each turn as its latest message, 800 SFT steps"
+    ) in (tmp_path / "learning.md").read_text()
 
 
 def test_the_warm_up_is_exported_once_every_game_it_finished_is_archived(
@@ -79,5 +88,11 @@ def test_the_warm_up_is_exported_once_every_game_it_finished_is_archived(
     rows = exported(live.url, "warmup-export", 6, status="done")
     assert len(rows) == 6
     assert all(row["messages"][0]["role"] == "system" for row in rows)
+    game = rows[0]["messages"]
+    turns = latest_turns(game)  # --task move's SFT rows: each turn as LatestTurn shows it
+    answers = [k for k, message in enumerate(game) if message["role"] == "assistant"]
+    assert [turn["messages"] for turn in turns] == [
+        [game[0], game[k - 1], game[k]] for k in answers
+    ]
     with pytest.raises(RuntimeError, match="6 of warmup-export's 7 games archived after 1 s"):
         exported(live.url, "warmup-export", 7, timeout=1, status="done")
