@@ -118,7 +118,7 @@ def main() -> None:
         "wins for moves)",
     )  # fmt: skip
     parser.add_argument(
-        "--warmup-positions", choices=("played", "uniform"), default="played",
+        "--warmup-positions", choices=("played", "marks"), default="played",
         help="--task move's warm-up positions: those the baseline meets playing whole games "
         "of tictactoe against the warm-up opponent, each turn as the evaluation shows it "
         "(its latest message), or tictactoe_move's, drawn uniformly by number of marks "
@@ -366,14 +366,12 @@ def warm_up(
     """SFT on the minimax baseline (``--warmup-noise`` of its moves random, its ties
     as ``--warmup-ties`` says): its non-lost games; with ``--task move`` each of their
     turns as the evaluation shows it (``latest_turns``), or tictactoe_move's moves
-    (``--warmup-positions uniform``). Played on the train split (the stages are
+    (``--warmup-positions marks``). Played on the train split (the stages are
     evaluated on the eval split) one at a time: the baseline's random draws then fall
     in the same games on every run, and so the SFT data and model repeat (concurrent
     games drew them in whatever order the games happened to interleave, and each run
     trained its own SFT model)."""
-    env = (
-        TASKS["move"] if args.task == "move" and args.warmup_positions == "uniform" else "tictactoe"
-    )
+    env = TASKS["move"] if args.task == "move" and args.warmup_positions == "marks" else "tictactoe"
     games = env == "tictactoe"
     baseline = MinimaxPolicy(noise=args.warmup_noise, seed=0, ties=args.warmup_ties)
 
@@ -465,7 +463,7 @@ def write(report: dict[str, Any], results: Path) -> None:
     else:
         warmup_data = (
             f"{args['warmup_games']} warm-up moves of tictactoe_move ({baseline})"
-            if args.get("warmup_positions", "uniform") == "uniform"
+            if args.get("warmup_positions", "marks") == "marks"
             else f"{played}, each turn as its latest message"
         )
         grpo_data = "moves of tictactoe_move, the evaluation's games shown their latest turn "
