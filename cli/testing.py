@@ -290,17 +290,33 @@ class ServiceProcess:
         self.command, self.health = command, health
         self.python, self.cwd, self.module = python, cwd, module
         self.host, self.port = host, free_port() if port is None else port
+        self._port_given = port is not None
         self.url = f"http://{host}:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
 
-    def start(self, timeout: float = 60.0) -> ServiceProcess:
-        """Start it and wait until ``health`` answers 200; stops it again and raises,
-        with what it wrote to stderr, if it exits or stays silent."""
+    def start(self, timeout: float = 60.0, tries: int = 3) -> ServiceProcess:
+        """Start it and wait until ``health`` answers 200 from this process group; stops
+        it again and raises, with what it wrote to stderr, if it exits or stays silent.
+
+        A port from `free_port` is free when picked, not when the service binds it a
+        second later: another test's server may take it first. Then the answer on the
+        port is that server's (a service with API keys answering 401), so an answer only
+        counts once this group holds the listening socket, and a service whose port was
+        taken starts again on another one (``tries`` in all; ``url`` changes)."""
+        for _ in range(tries):
+            if self._start(timeout):
+                return self
+            self.port = free_port()
+            self.url = f"http://{self.host}:{self.port}"
+        raise RuntimeError(f"{self.module} {self.command[0]}: other processes took {tries} ports")
+
+    def _start(self, timeout: float) -> bool:
+        """One try of `start`: False when another process took the port it picked."""
         # A file, not a pipe: nobody reads stderr while the service runs, and a full
         # pipe would block a service that logs every request. Kept until it stops: logs().
         self._stderr = stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed by _end)
-        self.process = subprocess.Popen(
+        self.process = process = subprocess.Popen(
             [self.python, "-m", self.module, *self.command, *self._address()],
             env=self.env,
             cwd=self.cwd,
@@ -309,17 +325,19 @@ class ServiceProcess:
             start_new_session=True,
         )
         deadline = time.monotonic() + timeout
-        while not self._answers():
-            status = self.process.poll()
+        while not (self._answers() and _group_listens(process.pid, self.port)):
+            status = process.poll()
             if status is not None or time.monotonic() > deadline:
                 written = self.logs()
                 self.kill()
+                if status is not None and not self._port_given and _listening_sockets(self.port):
+                    return False
                 what = "did not answer" if status is None else f"exited with {status}"
                 raise RuntimeError(
                     f"{self.module} {self.command[0]} on port {self.port} {what}: {written}"
                 )
             time.sleep(0.1)
-        return self
+        return True
 
     def _address(self) -> list[str]:
         """``--port``, and ``--host`` for an address other than the default 127.0.0.1: two
@@ -379,6 +397,36 @@ def _wait_until_gone(group: int, timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"processes of group {group} still run after SIGKILL")
         time.sleep(0.01)
+
+
+def _listening_sockets(port: int) -> set[str]:
+    """The sockets listening on TCP ``port`` (any address), as ``/proc/PID/fd`` links
+    name them (``socket:[INODE]``)."""
+    sockets = set()
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):  # no IPv6
+            for line in (PROC / "net" / table).read_text().splitlines()[1:]:
+                fields = line.split()  # sl local_address rem_address st ... uid timeout inode
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    sockets.add(f"socket:[{fields[9]}]")
+    return sockets
+
+
+def _group_listens(group: int, port: int) -> bool:
+    """Whether a process of ``group`` holds a socket listening on ``port``. Without
+    ``/proc`` (not Linux), whether the group still runs: the answer may then be
+    another server's."""
+    if not PROC.is_dir():
+        return _group_runs(group)
+    sockets = _listening_sockets(port)
+    for process in running_processes():
+        if process.pgid == group:
+            with contextlib.suppress(OSError):  # it ended while we looked
+                for fd in (PROC / str(process.pid) / "fd").iterdir():
+                    with contextlib.suppress(OSError):
+                        if os.readlink(fd) in sockets:
+                            return True
+    return False
 
 
 def _group_runs(group: int) -> bool:

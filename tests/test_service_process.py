@@ -1,0 +1,73 @@
+"""A test's service is the one it started, even when another server takes its port.
+
+`free_port` picks a port that is free when picked; a second later, when ``wander serve``
+binds it, another test's server may hold it, and that server's answers (401 from a
+service with API keys) would pass for this one's. CI failed that way once: five tests of
+one module got another module's keyed service.
+"""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from wander.testing import ServiceProcess
+
+
+class Impostor(BaseHTTPRequestHandler):
+    """A server that is healthy, but is nobody's service: every route but /healthz is 401."""
+
+    def do_GET(self) -> None:
+        self.send_response(200 if self.path == "/healthz" else 401)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+
+def unstarted(tmp_path: Path, port: int | None = None) -> ServiceProcess:
+    env = {"WANDER_DATABASE_URL": f"sqlite:///{tmp_path}/archive.db", "WANDER_REDIS_URL": ""}
+    return ServiceProcess(env, port=port)
+
+
+def take_port(service: ServiceProcess) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer((service.host, service.port), Impostor)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def release(server: ThreadingHTTPServer) -> None:
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_service_whose_port_was_taken_starts_on_another(tmp_path: Path) -> None:
+    service = unstarted(tmp_path)
+    taken = service.port
+    impostor = take_port(service)
+    try:
+        service.start()
+        try:
+            assert service.port != taken and service.url.endswith(f":{service.port}")
+            response = httpx.get(f"{service.url}/v1/environments/tictactoe")
+            assert response.status_code == 200, response.text  # ours: open, not the 401s
+        finally:
+            service.stop()
+    finally:
+        release(impostor)
+
+
+def test_a_service_on_a_port_it_was_given_says_the_port_is_taken(tmp_path: Path) -> None:
+    service = unstarted(tmp_path)
+    impostor = take_port(service)
+    given = unstarted(tmp_path, port=service.port)
+    try:
+        with pytest.raises(RuntimeError, match=r"(?s)exited with \d+: .*address already in use"):
+            given.start()
+        assert given.process is None  # stopped: nothing left behind
+    finally:
+        release(impostor)
