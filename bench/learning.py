@@ -496,6 +496,7 @@ def write(report: dict[str, Any], results: Path) -> None:
         )
     changes = [
         ("wins against the random opponent", "random", "win"),
+        ("games lost against the optimal opponent", "optimal", "loss"),
         ("games with an invalid move, against the random opponent", "random", "invalid"),
         ("games with an invalid move, against the optimal opponent", "optimal", "invalid"),
     ]

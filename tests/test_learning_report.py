@@ -16,8 +16,8 @@ from wander.client.policies import MinimaxPolicy
 from wander.testing import ServiceProcess
 
 
-def _row(win: float, invalid: float) -> dict[str, float]:
-    return {"win": win, "draw": 0.0, "loss": 1 - win, "format": 1.0, "invalid": invalid,
+def _row(win: float, invalid: float, draw: float = 0.0) -> dict[str, float]:
+    return {"win": win, "draw": draw, "loss": 1 - win - draw, "format": 1.0, "invalid": invalid,
             "errors": 0}  # fmt: skip
 
 
@@ -27,8 +27,8 @@ def test_the_report_gives_each_target_its_change_and_95_percent_interval(tmp_pat
             "loss_type": "grpo", "grpo_lr": 1e-3, "grpo_warmup_steps": 8, "updates_per_batch": 4,
             "invalid_weight": 5.0, "invalid_move_cost": 0.25, "train_max_turns": 5}  # fmt: skip
     stages = {
-        "sft": {"random": _row(0.25, 0.80), "optimal": _row(0.0, 0.70)},
-        "grpo": {"random": _row(0.40, 0.60), "optimal": _row(0.0, 0.70)},
+        "sft": {"random": _row(0.25, 0.80), "optimal": _row(0.0, 0.70, draw=0.90)},
+        "grpo": {"random": _row(0.40, 0.60), "optimal": _row(0.0, 0.70, draw=0.96)},
     }
     curve = [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}]
     report = {"args": args, "stages": stages, "curve": curve, "minutes": 30.4, "device": "CPU"}
@@ -37,9 +37,11 @@ def test_the_report_gives_each_target_its_change_and_95_percent_interval(tmp_pat
     assert "against a 50%-100% random opponent with 5 turns at most (grpo loss" in table
     assert "lr 0.001 after 8 warm-up steps, 4 optimizer steps per batch" in table
     assert "invalid-move weight 5, 0.25 per invalid move)." in table
-    assert "| grpo | 40% / 0% / 60% | 0% / 0% / 100% | 100% | 60% / 70% |" in table
+    assert "| grpo | 40% / 0% / 60% | 0% / 96% / 4% | 100% | 60% / 70% |" in table
     # 1.96 * sqrt((.25 * .75 + .4 * .6) / 500) = 5.7 points; 1.96 * sqrt((.16 + .24) / 500) = 5.5
     assert "- wins against the random opponent: +15 (+9 to +21)" in table
+    # 1.96 * sqrt((.1 * .9 + .04 * .96) / 500) = 3.1 points: not losing is the optimal's target
+    assert "- games lost against the optimal opponent: -6 (-9 to -3)" in table
     assert "- games with an invalid move, against the random opponent: -20 (-26 to -14)" in table
     assert "- games with an invalid move, against the optimal opponent: +0 (-6 to +6)" in table
     assert json.loads((tmp_path / "learning.json").read_text()) == report
