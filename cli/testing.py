@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 import venv
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
@@ -122,9 +122,18 @@ class RedisServers:
     def restart(self, port: int, timeout: float = 20.0) -> None:
         """Start the server of ``port`` again, on its files as it left them, and wait until
         it answers (having loaded them)."""
-        self._processes[port] = subprocess.Popen(self._commands[port], stdout=subprocess.DEVNULL)
+        self._processes[port] = process = subprocess.Popen(
+            self._commands[port], stdout=subprocess.DEVNULL
+        )
         with _client(port) as client:
-            wait_until(client.ping, f"redis-server on {port} did not answer", timeout)
+
+            def answers() -> bool:  # this server, not another that took the port before it
+                ours = not PROC.is_dir() or _listens(port, [process.pid])
+                return bool(client.ping()) and (ours or process.poll() is not None)
+
+            wait_until(answers, f"redis-server on {port} did not answer", timeout)
+        if process.poll() is not None:
+            raise RuntimeError(f"redis-server on {port} exited: another process took the port")
 
     def kill(self, port: int) -> None:
         """``kill -9`` the server of ``port``: it keeps only what its persistence wrote."""
@@ -418,14 +427,18 @@ def _group_listens(group: int, port: int) -> bool:
     another server's."""
     if not PROC.is_dir():
         return _group_runs(group)
+    return _listens(port, [p.pid for p in running_processes() if p.pgid == group])
+
+
+def _listens(port: int, pids: Iterable[int]) -> bool:
+    """Whether one of ``pids`` holds a socket listening on ``port`` (Linux: ``/proc``)."""
     sockets = _listening_sockets(port)
-    for process in running_processes():
-        if process.pgid == group:
-            with contextlib.suppress(OSError):  # it ended while we looked
-                for fd in (PROC / str(process.pid) / "fd").iterdir():
-                    with contextlib.suppress(OSError):
-                        if os.readlink(fd) in sockets:
-                            return True
+    for pid in pids:
+        with contextlib.suppress(OSError):  # it ended while we looked
+            for fd in (PROC / str(pid) / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in sockets:
+                        return True
     return False
 
 

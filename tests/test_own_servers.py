@@ -1,13 +1,14 @@
-"""A test's service is the one it started, even when another server takes its port.
+"""A test's server is the one it started, even when another server takes its port.
 
 `free_port` picks a port that is free when picked; a second later, when ``wander serve``
-binds it, another test's server may hold it, and that server's answers (401 from a
-service with API keys) would pass for this one's. CI failed that way once: five tests of
-one module got another module's keyed service.
+or ``redis-server`` binds it, another test's server may hold it, and that server's
+answers (401 from a service with API keys) would pass for this one's. CI failed that way
+once: five tests of one module got another module's keyed service.
 """
 
 from __future__ import annotations
 
+import shutil
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from wander.testing import ServiceProcess
+from wander.testing import RedisServers, ServiceProcess, free_port
 
 
 class Impostor(BaseHTTPRequestHandler):
@@ -71,3 +72,18 @@ def test_a_service_on_a_port_it_was_given_says_the_port_is_taken(tmp_path: Path)
         assert given.process is None  # stopped: nothing left behind
     finally:
         release(impostor)
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server installed")
+def test_a_redis_server_whose_port_was_taken_says_so(tmp_path: Path) -> None:
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    first, second = RedisServers(tmp_path / "first"), RedisServers(tmp_path / "second")
+    port = free_port()
+    first.start(port)
+    try:
+        with pytest.raises(RuntimeError, match=f"redis-server on {port} exited: another process"):
+            second.start(port)  # the first answers its pings
+    finally:
+        second.stop()
+        first.stop()
