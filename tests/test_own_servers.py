@@ -35,8 +35,8 @@ def unstarted(tmp_path: Path, port: int | None = None) -> ServiceProcess:
     return ServiceProcess(env, port=port)
 
 
-def take_port(service: ServiceProcess) -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer((service.host, service.port), Impostor)
+def take_port(port: int) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", port), Impostor)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -49,7 +49,7 @@ def release(server: ThreadingHTTPServer) -> None:
 def test_a_service_whose_port_was_taken_starts_on_another(tmp_path: Path) -> None:
     service = unstarted(tmp_path)
     taken = service.port
-    impostor = take_port(service)
+    impostor = take_port(taken)
     try:
         service.start()
         try:
@@ -63,9 +63,9 @@ def test_a_service_whose_port_was_taken_starts_on_another(tmp_path: Path) -> Non
 
 
 def test_a_service_on_a_port_it_was_given_says_the_port_is_taken(tmp_path: Path) -> None:
-    service = unstarted(tmp_path)
-    impostor = take_port(service)
-    given = unstarted(tmp_path, port=service.port)
+    port = free_port()
+    impostor = take_port(port)
+    given = unstarted(tmp_path, port=port)
     try:
         with pytest.raises(RuntimeError, match=r"(?s)exited with \d+: .*address already in use"):
             given.start()
