@@ -29,8 +29,11 @@ class Echo(Environment[EnvConfig]):
 
 
 class Digits(Environment[EnvConfig]):
-    """Two turns; the reward is the share of digits in the answers (graded, so that even
-    an untrained model's samples differ: what a GRPO plumbing test needs)."""
+    """Two turns; the reward is the share of digits in the answers, counted as if they
+    held one more digit and one more other character: graded, so that even an untrained
+    model's samples differ, also where none of them holds a digit (their lengths differ),
+    which is what a GRPO plumbing test needs (with the plain share, the groups of a batch
+    now and then all scored 0, the step learnt nothing, and a test of its effect failed)."""
 
     name = "digits"
     version = "0.1.0"
@@ -53,7 +56,7 @@ class Digits(Environment[EnvConfig]):
 
     def score(self, config, state):
         text = "".join(state["said"])
-        return Score({"digits": sum(c.isdigit() for c in text) / max(1, len(text))}, {})
+        return Score({"digits": (sum(c.isdigit() for c in text) + 1) / (len(text) + 2)}, {})
 
 
 class Faulty(Environment[EnvConfig]):
