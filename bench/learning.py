@@ -164,6 +164,11 @@ def main() -> None:
         help="TRL's seed (sampling, the examples' order): replicate GRPO on one SFT checkpoint",
     )  # fmt: skip
     parser.add_argument(
+        "--grpo-temperature", type=float, default=1.0,
+        help="GRPO's sampling temperature (the evaluation samples at 1): hotter, the groups "
+        "of an SFT model this sure of itself differ, and RL has answers to compare",
+    )  # fmt: skip
+    parser.add_argument(
         "--max-staleness", type=int, default=0,
         help="asynchronous rollouts: batches played ahead by a policy up to this many "
         "optimizer steps old (0: lockstep; bench/results/async.md)",
@@ -332,7 +337,10 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         metric_rewards=(
             {"invalid_moves": -args.invalid_move_cost} if games and args.invalid_move_cost else {}
         ),
-        sampling={"max_tokens_per_turn": args.max_tokens_per_turn, "temperature": 1.0},
+        sampling={
+            "max_tokens_per_turn": args.max_tokens_per_turn,
+            "temperature": args.grpo_temperature,
+        },
         grpo={"num_generations": 8, "generation_batch_size": 8 * args.grpo_prompts,
               "per_device_train_batch_size": 8 * args.grpo_prompts // args.updates_per_batch,
               "max_steps": args.grpo_steps * args.updates_per_batch,
@@ -449,6 +457,8 @@ def write(report: dict[str, Any], results: Path) -> None:
     per_move = f", {cost:g} per invalid move" if cost else ""
     warmup = args.get("grpo_warmup_steps")  # likewise
     warmed = f" after {warmup} warm-up steps" if warmup else ""
+    temperature = args.get("grpo_temperature", 1.0)  # likewise
+    hotter = f", sampled at temperature {temperature:g}" if temperature != 1.0 else ""
     noise = args.get("warmup_noise", 0.1)  # likewise
     warmup_low, warmup_high = args.get("warmup_opponent") or (low, high)
     ties = args.get("warmup_ties") or "random"  # likewise
@@ -473,7 +483,7 @@ def write(report: dict[str, Any], results: Path) -> None:
         f"{report['minutes']} minutes in all: {warmup_data}, "
         f"{args['sft_steps']} SFT steps, {args['grpo_steps']} GRPO steps of "
         f"{args['grpo_prompts']} x 8 {grpo_data}"
-        f"({args['loss_type']} loss, lr {args['grpo_lr']:g}{warmed}, "
+        f"({args['loss_type']} loss, lr {args['grpo_lr']:g}{warmed}{hotter}, "
         f"{args['updates_per_batch']} optimizer steps per batch, invalid-move weight "
         f"{args['invalid_weight']:g}{per_move}). "
         "Each stage evaluated on "

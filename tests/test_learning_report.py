@@ -67,12 +67,16 @@ def test_the_report_says_when_sft_and_grpo_trained_on_single_moves(tmp_path: Pat
     assert "30 GRPO steps of 16 x 8 moves of tictactoe_move, the evaluation's games shown " in table
     assert "random opponent" not in table.split("\n")[0]
     assert "invalid-move weight 5). Each stage" in table  # the per-move cost is a game's
-    args |= {"warmup_positions": "played", "warmup_ties": "wins", "warmup_opponent": [0.0, 1.0]}
+    assert "temperature" not in table  # sampled as the evaluation samples
+    args |= {"warmup_positions": "played", "warmup_ties": "wins", "warmup_opponent": [0.0, 1.0],
+             "grpo_temperature": 1.5}  # fmt: skip
     write(report, tmp_path)
+    table = (tmp_path / "learning.md").read_text()
     assert (
         "4000 warm-up games (minimax, wins ties, 0% random moves, against a 0%-100% random "
         "opponent), each turn as its latest message, 800 SFT steps"
-    ) in (tmp_path / "learning.md").read_text()
+    ) in table
+    assert "(grpo loss, lr 0.0003, sampled at temperature 1.5, 4 optimizer steps" in table
 
 
 def test_the_warm_up_is_exported_once_every_game_it_finished_is_archived(
