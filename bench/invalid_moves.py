@@ -2,7 +2,7 @@
 against the conversation it answered.
 
     python -m bench.invalid_moves CHECKPOINT [--games 200] [--opponent random|optimal]
-                                  [--latest-turn] [--results FILE]
+                                  [--latest-turn] [--greedy] [--results FILE]
 
 Plays ``--games`` eval games of the saved model (``bench.learning --sft-checkpoint``, or
 any tic-tac-toe model with its tokenizer) on a service of its own, exports them, and for
@@ -74,10 +74,14 @@ def check_answers(messages: list[dict[str, str]]) -> list[dict[str, Any]]:
     return records
 
 
-def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
+def summarise(games: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """The counts over ``games``, each game's records as ``check_answers`` gives them."""
+    records = [record for game in games for record in game]
     answers = Counter(r["turn"] for r in records)
     taken = Counter(r["turn"] for r in records if not r["free"])
     return {
+        "games": len(games),
+        "games_with_an_invalid_move": sum(any(not r["free"] for r in game) for game in games),
         "answers": len(records),
         "by_turn": {turn: [taken[turn], answers[turn]] for turn in sorted(answers)},
         "taken_cell_named": dict(Counter(r["named"] for r in records if "named" in r)),
@@ -94,6 +98,8 @@ def report(summary: dict[str, Any]) -> str:
         "| answers naming a taken cell (or none) | "
         + " | ".join(f"{taken} of {of}" for taken, of in turns.values()) + " |",
         "",
+        f"Games with an invalid move: {summary['games_with_an_invalid_move']} of "
+        f"{summary['games']}.",
         f"Taken cells named: {summary['taken_cell_named']}; no move: {summary['no_move']}.",
         f"The thought copied the latest list exactly in {summary['copied_latest_list']} "
         f"of {summary['answers']} answers.",
@@ -101,13 +107,18 @@ def report(summary: dict[str, Any]) -> str:
 
 
 def diagnose(
-    url: str, checkpoint: Path, games: int, opponent: str, latest_turn: bool = False
+    url: str,
+    checkpoint: Path,
+    games: int,
+    opponent: str,
+    latest_turn: bool = False,
+    greedy: bool = False,
 ) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
     model = AutoModelForCausalLM.from_pretrained(checkpoint)
-    backend = TransformersBackend(model, tokenizer, Sampling(48, 1.0, 1.0))
+    backend = TransformersBackend(model, tokenizer, Sampling(48, 1.0, 1.0, 1 if greedy else 0))
     policy: Any = BackendPolicy(backend, tokenizer)
     if latest_turn:
         policy = LatestTurn(policy)
@@ -122,8 +133,7 @@ def diagnose(
         return played.summary.episodes - played.summary.errors
 
     rows = exported(url, run, asyncio.run(play()), status="done")
-    records = [record for row in rows for record in check_answers(row["messages"])]
-    return summarise(records)
+    return summarise([check_answers(row["messages"]) for row in rows])
 
 
 def main() -> None:
@@ -135,10 +145,18 @@ def main() -> None:
         "--latest-turn", action="store_true",
         help="show the model each turn's latest message only (a model of --task move)",
     )  # fmt: skip
+    parser.add_argument(
+        "--greedy", action="store_true",
+        help="answer with the likeliest token each time (top-k 1) instead of sampling at "
+        "temperature 1 as the learning benchmark's evaluation does: are the invalid moves "
+        "the model's belief, or draws from its tail?",
+    )  # fmt: skip
     parser.add_argument("--results", type=Path, help="where the JSON goes")
     args = parser.parse_args()
     with embedded_service() as (url, _):
-        summary = diagnose(url, args.checkpoint, args.games, args.opponent, args.latest_turn)
+        summary = diagnose(
+            url, args.checkpoint, args.games, args.opponent, args.latest_turn, args.greedy
+        )
     print(report(summary))
     if args.results:
         args.results.write_text(json.dumps(summary, indent=2) + "\n")

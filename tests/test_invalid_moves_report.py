@@ -55,11 +55,13 @@ def test_each_answer_is_checked_against_the_position_it_answered() -> None:
     assert [r.get("named") for r in records] == [
         None, "free earlier", "in its own thought", None, None,
     ]  # fmt: skip
-    summary = summarise(records + check_answers(messages[:4]))  # and a game cut at turn 1
+    summary = summarise([records, check_answers(messages[:4])])  # and a game cut at turn 1
+    assert summary["games"] == 2 and summary["games_with_an_invalid_move"] == 1
     assert summary["by_turn"] == {1: [0, 2], 2: [1, 1], 3: [1, 1], 4: [1, 1], 5: [0, 1]}
     assert summary["taken_cell_named"] == {"free earlier": 1, "in its own thought": 1}
     assert summary["no_move"] == 1 and summary["copied_latest_list"] == 4
     assert "| answers naming a taken cell (or none) | 0 of 2 | 1 of 1 | 1 of 1 |" in report(summary)
+    assert "Games with an invalid move: 1 of 2." in report(summary)
 
 
 def test_a_cell_never_free_and_a_move_that_is_no_cell_are_told_apart() -> None:
@@ -73,4 +75,4 @@ def test_a_cell_never_free_and_a_move_that_is_no_cell_are_told_apart() -> None:
         {"turn": 1, "free": False, "copied": True, "named": "never free"},
         {"turn": 2, "free": False, "copied": True},
     ]
-    assert summarise(records)["no_move"] == 1
+    assert summarise([records])["no_move"] == 1
