@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -297,6 +298,7 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         report["args"].update(earlier["args"])  # the stages it ran decide these
         stage.update(earlier["stages"])
         report["earlier_minutes"] = earlier["minutes"]
+        report["sft_weights"] = earlier.get("sft_weights")  # absent from older checkpoints
     else:
         started = time.time()
         tokenizer = build_tokenizer()
@@ -305,6 +307,7 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         evaluate_stage("base", min(args.eval_games, BASE_EVAL_GAMES))
         warmup_opponent = dict(zip(train_opponent, args.warmup_opponent, strict=True))
         warm_up(url, model, tokenizer, args, warmup_opponent, scratch)
+        report["sft_weights"] = weights_digest(model)
         evaluate_stage("sft", args.eval_games)
         if record is not None:
             model.save_pretrained(record.parent)
@@ -316,6 +319,7 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
             earlier = {
                 "args": {key: report["args"][key] for key in kept},
                 "stages": stage,
+                "sft_weights": report["sft_weights"],
                 "minutes": round((time.time() - started) / 60, 1),
             }
             record.write_text(json.dumps(earlier, indent=2) + "\n")
@@ -437,6 +441,18 @@ def exported(
     return rows
 
 
+def weights_digest(model: Any) -> str:
+    """The SHA-256 of the model's weights, each tensor's name and bytes in name order:
+    two SFT stages that print the same digest trained the same model, so a difference
+    in their tables is the evaluation's sampling, and different digests say the
+    training itself did not repeat (another CPU's arithmetic, other data)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
 def _device() -> str:
     """What trained: the GPU's name where TRL used one, else ``CPU``."""
     import torch
@@ -463,6 +479,8 @@ def write(report: dict[str, Any], results: Path) -> None:
     warmup_low, warmup_high = args.get("warmup_opponent") or (low, high)
     ties = args.get("warmup_ties") or "random"  # likewise
     baseline = f"minimax, {ties} ties, {noise:.0%} random moves"
+    digest = report.get("sft_weights")  # absent from reports older than the digest
+    trained = f" The SFT model's weights: SHA-256 {digest[:16]}." if digest else ""
     played = (
         f"{args['warmup_games']} warm-up games ({baseline}, against a "
         f"{warmup_low:.0%}-{warmup_high:.0%} random opponent)"
@@ -490,7 +508,7 @@ def write(report: dict[str, Any], results: Path) -> None:
         f"{games} eval games per opponent "
         f"(the untrained base on {min(games, BASE_EVAL_GAMES)}) by the service (a rate's "
         f"standard error is at most {50 / math.sqrt(games):.0f} "
-        "points).",
+        f"points).{trained}",
         "",
         "| stage | vs random: win / draw / loss | vs optimal: win / draw / loss | format "
         "| games with an invalid move: vs random / vs optimal |",

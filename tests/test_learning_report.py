@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.learning import exported, latest_turns, write
+from bench.learning import exported, latest_turns, weights_digest, write
 from wander.client import AsyncWanderClient
 from wander.client.evaluation import evaluate
 from wander.client.policies import MinimaxPolicy
@@ -31,9 +31,11 @@ def test_the_report_gives_each_target_its_change_and_95_percent_interval(tmp_pat
         "grpo": {"random": _row(0.40, 0.60), "optimal": _row(0.0, 0.70, draw=0.96)},
     }
     curve = [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}]
-    report = {"args": args, "stages": stages, "curve": curve, "minutes": 30.4, "device": "CPU"}
+    report = {"args": args, "stages": stages, "curve": curve, "minutes": 30.4, "device": "CPU",
+              "sft_weights": "0123456789abcdef" * 4}  # fmt: skip
     write(report, tmp_path)
     table = (tmp_path / "learning.md").read_text()
+    assert "is at most 2 points). The SFT model's weights: SHA-256 0123456789abcdef.\n" in table
     assert "against a 50%-100% random opponent with 5 turns at most (grpo loss" in table
     assert "lr 0.001 after 8 warm-up steps, 4 optimizer steps per batch" in table
     assert "invalid-move weight 5, 0.25 per invalid move)." in table
@@ -68,6 +70,7 @@ def test_the_report_says_when_sft_and_grpo_trained_on_single_moves(tmp_path: Pat
     assert "random opponent" not in table.split("\n")[0]
     assert "invalid-move weight 5). Each stage" in table  # the per-move cost is a game's
     assert "temperature" not in table  # sampled as the evaluation samples
+    assert "SHA-256" not in table  # a report from before the digest
     args |= {"warmup_positions": "played", "warmup_ties": "wins", "warmup_opponent": [0.0, 1.0],
              "grpo_temperature": 1.5}  # fmt: skip
     write(report, tmp_path)
@@ -102,3 +105,17 @@ def test_the_warm_up_is_exported_once_every_game_it_finished_is_archived(
     ]
     with pytest.raises(RuntimeError, match="6 of warmup-export's 7 games archived after 1 s"):
         exported(live.url, "warmup-export", 7, timeout=1, status="done")
+
+
+def test_the_weights_digest_tells_a_model_from_its_copy_and_from_a_changed_one() -> None:
+    """What says whether two SFT stages trained the same model."""
+    import torch
+
+    from wander.trainer.tiny import build_model, build_tokenizer
+
+    tokenizer = build_tokenizer()
+    model, copy = build_model(tokenizer), build_model(tokenizer)
+    assert weights_digest(model) == weights_digest(copy)
+    with torch.no_grad():
+        next(copy.parameters()).view(-1)[0] += 1e-6
+    assert weights_digest(model) != weights_digest(copy)
