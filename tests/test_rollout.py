@@ -27,6 +27,7 @@ from wander.trainer.rollout import (
     RolloutFailed,
     Task,
     WanderRollout,
+    environment_tokens,
     example_prompt,
     render,
 )
@@ -236,6 +237,31 @@ def test_a_stop_token_written_as_text_is_trained_once_as_sampled(live: ServicePr
     assert model == [token for ids in backend.generated for token in ids]
     sequence = tokenizer.decode(output["prompt_ids"][0] + completion)
     assert sequence.count(" tail") == len(answers)
+
+
+@pytest.mark.parametrize("model_ended", [True, False], ids=["stopped", "cut-off"])
+def test_a_stop_token_that_is_a_word_piece_ends_the_turn_where_the_template_does(
+    model_ended: bool,
+) -> None:
+    """A model whose generation config declares an ordinary word piece a stop token
+    ("Avai", as the vLLM tests' stage does) and whose answer holds those letters inside
+    a longer piece ("TAvail" reads back as "T", "Avail"): the answer holds no stop token,
+    so the environment's tokens start at the template's end of the turn (CI once failed
+    here: the letters were counted as a stop token written as text, and none was left
+    for the template's)."""
+    tokenizer = build_tokenizer()
+    piece = tokenizer.convert_tokens_to_ids("Avai")
+    said = "TAvail 38 Availab"
+    assert piece not in tokenizer.encode(said, add_special_tokens=False)
+    messages = [{"role": "user", "content": "Your move."}]
+    before = render(tokenizer, messages, True)
+    reply = {"role": "user", "content": "Invalid move."}
+    after = render(tokenizer, [*messages, {"role": "assistant", "content": said}, reply], True)
+    stops = [tokenizer.eos_token_id, piece]
+    following = environment_tokens(tokenizer, before, after, stops, model_ended, said)
+    template = tokenizer.encode(after[len(before) + len(said) :], add_special_tokens=False)
+    assert template[0] == tokenizer.eos_token_id  # the template's <|im_end|>
+    assert following == (template[1:] if model_ended else template)
 
 
 @pytest.mark.parametrize(

@@ -224,7 +224,10 @@ def environment_tokens(
     turn = after[len(before) :]
     ids: list[int] = tokenizer.encode(turn, add_special_tokens=False)
     stops = tokenizer.convert_ids_to_tokens(list(stop_ids))
-    written = sum(said.count(stop) for stop in stops)
+    # Counted in the text's tokens, not its characters: a stop token that is an ordinary
+    # word piece ("Avai") may sit inside a longer piece the text reads back as ("TAvail").
+    said_ids = tokenizer.encode(said, add_special_tokens=False)
+    written = sum(token in stop_ids for token in said_ids)
     ends = (i for i, token in enumerate(ids) if token in stop_ids)
     end = next(itertools.islice(ends, written, None), None)
     if end is None:
