@@ -16,17 +16,17 @@ def test_an_installed_plugin_is_listed_and_playable(plugin_site: Path, tmp_path:
         "WANDER_DATABASE_URL": f"sqlite:///{tmp_path}/archive.db",
     }
     server = ServiceProcess(env).start()
+    # A fresh service's first episode of a plugin environment (run in a worker of its
+    # own) can take seconds on a busy 2-core machine: past httpx's default 5 s in CI once.
     try:
-        names = [
-            e["name"] for e in httpx.get(f"{server.url}/v1/environments").json()["environments"]
-        ]
-        assert "echo" in names and "tictactoe" in names
-        body = {"env": "echo", "example": 2}
-        episode = httpx.post(f"{server.url}/v1/episodes", json=body).json()["episodes"][0]
-        assert episode["observation"] == [{"role": "user", "content": "Say: stone"}]
-        result = httpx.post(
-            f"{server.url}/v1/episodes/{episode['id']}/step", json={"action": "stone", "turn": 0}
-        ).json()
-        assert result["done"] is True and result["reward"] == 1.0
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            names = [e["name"] for e in http.get("/v1/environments").json()["environments"]]
+            assert "echo" in names and "tictactoe" in names
+            body = {"env": "echo", "example": 2}
+            episode = http.post("/v1/episodes", json=body).json()["episodes"][0]
+            assert episode["observation"] == [{"role": "user", "content": "Say: stone"}]
+            step = {"action": "stone", "turn": 0}
+            result = http.post(f"/v1/episodes/{episode['id']}/step", json=step).json()
+            assert result["done"] is True and result["reward"] == 1.0
     finally:
         server.stop()
