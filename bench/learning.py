@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench import kernels
 from wander.client import AsyncWanderClient, WanderClient
 from wander.client.evaluation import Evaluation, evaluate
 from wander.client.models import Message
@@ -224,6 +225,12 @@ def main() -> None:
         help="stop once the SFT model and its results are saved to --sft-checkpoint",
     )  # fmt: skip
     parser.add_argument(
+        "--native-kernels", action="store_true",
+        help="let PyTorch and MKL use the CPU's widest instructions (AVX-512 where it has "
+        "them) instead of AVX2 on every machine: maybe faster, but the model trained then "
+        "depends on the CPU (bench/kernels.py)",
+    )  # fmt: skip
+    parser.add_argument(
         "--results", type=Path, default=RESULTS,
         help="where the table, the JSON and the curve go",
     )  # fmt: skip
@@ -241,6 +248,8 @@ def main() -> None:
         args.warmup_opponent = args.train_opponent if games else (0.0, 1.0)
     if args.sft_only and args.sft_checkpoint is None:
         parser.error("--sft-only needs --sft-checkpoint, where the SFT stage is saved")
+    if not args.native_kernels:
+        kernels.rerun_pinned()
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     started = time.time()
     with embedded_service() as (url, scratch):
@@ -300,15 +309,19 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         stage.update(earlier["stages"])
         report["earlier_minutes"] = earlier["minutes"]
         report["sft_weights"] = earlier.get("sft_weights")  # absent from older checkpoints
+        report["sft_device"] = earlier.get("sft_device")  # likewise
     else:
+        import torch
+
         started = time.time()
         tokenizer = build_tokenizer()
         model = build_model(tokenizer, hidden_size=args.hidden, layers=args.layers)
-        model.to("cuda" if _device() != "CPU" else "cpu")  # the trainers would move it later
+        model.to("cuda" if torch.cuda.is_available() else "cpu")  # the trainers would move it later
         evaluate_stage("base", min(args.eval_games, BASE_EVAL_GAMES))
         warmup_opponent = dict(zip(train_opponent, args.warmup_opponent, strict=True))
         warm_up(url, model, tokenizer, args, warmup_opponent, scratch)
         report["sft_weights"] = weights_digest(model)
+        report["sft_device"] = _device()
         evaluate_stage("sft", args.eval_games)
         if record is not None:
             model.save_pretrained(record.parent)
@@ -321,6 +334,7 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
                 "args": {key: report["args"][key] for key in kept},
                 "stages": stage,
                 "sft_weights": report["sft_weights"],
+                "sft_device": report["sft_device"],
                 "minutes": round((time.time() - started) / 60, 1),
             }
             record.write_text(json.dumps(earlier, indent=2) + "\n")
@@ -458,10 +472,13 @@ def weights_digest(model: Any) -> str:
 
 
 def _device() -> str:
-    """What trained: the GPU's name where TRL used one, else ``CPU``."""
+    """What trained: the GPU's name where TRL used one, else ``CPU`` and the level of
+    its kernels (``CPU (AVX2 kernels)``)."""
     import torch
 
-    return torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    return f"CPU ({kernels.capability()} kernels)"
 
 
 def write(report: dict[str, Any], results: Path) -> None:
@@ -484,7 +501,8 @@ def write(report: dict[str, Any], results: Path) -> None:
     ties = args.get("warmup_ties") or "random"  # likewise
     baseline = f"minimax, {ties} ties, {noise:.0%} random moves"
     digest = report.get("sft_weights")  # absent from reports older than the digest
-    trained = f" The SFT model's weights: SHA-256 {digest[:16]}." if digest else ""
+    where = f" (trained on {report['sft_device']})" if report.get("sft_device") else ""
+    trained = f" The SFT model's weights{where}: SHA-256 {digest[:16]}." if digest else ""
     played = (
         f"{args['warmup_games']} warm-up games ({baseline}, against a "
         f"{warmup_low:.0%}-{warmup_high:.0%} random opponent)"
