@@ -223,7 +223,6 @@ def environment_tokens(
         )
     turn = after[len(before) :]
     ids: list[int] = tokenizer.encode(turn, add_special_tokens=False)
-    stops = tokenizer.convert_ids_to_tokens(list(stop_ids))
     # Counted in the text's tokens, not its characters: a stop token that is an ordinary
     # word piece ("Avai") may sit inside a longer piece the text reads back as ("TAvail").
     said_ids = tokenizer.encode(said, add_special_tokens=False)
@@ -231,6 +230,7 @@ def environment_tokens(
     ends = (i for i, token in enumerate(ids) if token in stop_ids)
     end = next(itertools.islice(ends, written, None), None)
     if end is None:
+        stops = tokenizer.convert_ids_to_tokens(list(stop_ids))
         raise ChatTemplateError(
             f"the chat template ends the assistant's turn with none of the model's stop "
             f"tokens {stops}, so the model's turn cannot be told from the environment's "
