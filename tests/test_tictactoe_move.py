@@ -66,8 +66,37 @@ def test_a_move_scores_what_the_solved_game_says(
     board: str, cell: int, value: float, optimal: float, outcome: str
 ) -> None:
     components, score = scored(board, answer(cell))
-    assert components == {"value": value, "optimal": optimal, "format": 1.0, "invalid_move": 0.0}
+    solved = {"value": value, "optimal": optimal, "format": 1.0, "invalid_move": 0.0}
+    assert {name: components[name] for name in solved} == solved
     assert score.outcome == outcome and score.metrics["invalid"] is False
+    assert (components["win_chance"] == 1.0) == (value == 1.0)  # sure against any O
+
+
+def test_win_chance_ranks_the_solvers_equal_moves_by_what_they_win_against_random() -> None:
+    """Against the centre every corner keeps the draw; the exact chance X then wins
+    against an opponent playing at random (X playing on for wins) is 26/35 after any
+    of them, and an edge, which loses to perfect play, scores below all of them however
+    often it would win."""
+    board = "....O...."
+    corners = [scored(board, answer(cell))[0] for cell in (0, 2, 6, 8)]
+    assert all(c["win_chance"] == pytest.approx(26 / 35) for c in corners)
+    edge = scored(board, answer(1))[0]
+    assert 0 < edge["win_chance"] < corners[0]["win_chance"]
+    assert ENV.total(edge) < min(ENV.total(c) for c in corners)
+
+
+def test_the_reward_ranks_the_strong_players_move_first_on_every_position() -> None:
+    """Every one of the 4,520 positions: each of the solver's best moves outscores every
+    other legal move, and the move ``likeliest_win`` plays (the warm-up teacher's, and
+    what wins 96% against random) scores the most, so GRPO pulls a model that copied
+    any of the best moves toward the ones that win."""
+    for board in positions("X"):
+        totals = {cell: ENV.total(scored(board, answer(cell))[0]) for cell in legal_moves(board)}
+        best = optimal_moves(board, "X")
+        assert min(totals[c] for c in best) > max(
+            (totals[c] for c in totals if c not in best), default=-1.0
+        ), board
+        assert totals[likeliest_win(board)] == max(totals.values()), board
 
 
 @pytest.mark.parametrize(
@@ -78,7 +107,8 @@ def test_an_invalid_move_scores_below_every_legal_one(content: str | None, forma
     board = "....O...."  # cell 4 is taken
     components, score = scored(board, content)
     assert components == {
-        "value": 0.0, "optimal": 0.0, "format": float(formatted), "invalid_move": -0.1,
+        "value": 0.0, "optimal": 0.0, "win_chance": 0.0, "format": float(formatted),
+        "invalid_move": -0.1,
     }  # fmt: skip
     assert score.outcome == "invalid" and score.metrics["invalid"] is True
     worst_legal = min(ENV.total(scored(board, answer(c))[0]) for c in range(9) if c != 4)

@@ -42,6 +42,7 @@ from wander.service.envs.tictactoe.game import (
     place,
     position_value,
     positions,
+    win_chance,
     winner,
 )
 
@@ -103,7 +104,7 @@ def played_position(draw: random.Random) -> str:
 
 class TicTacToeMove(Environment[TicTacToeMoveConfig]):
     name = "tictactoe_move"
-    version = "1.1.0"  # 1.1: the positions option
+    version = "1.2.0"  # 1.1: the positions option; 1.2: the win_chance reward
     description = (
         "Single-turn tic-tac-toe: one position of a game in progress, X to move; the move "
         "is scored by the solved game (won, drawn or lost with perfect play after it)."
@@ -111,7 +112,16 @@ class TicTacToeMove(Environment[TicTacToeMoveConfig]):
     kind = "single_turn"
     isolation = "inline"  # pure, and linear in the action: see tictactoe's parse_move()
     Config = TicTacToeMoveConfig
-    reward_weights = {"value": 1.0, "optimal": 0.5, "format": 0.2, "invalid_move": 1.0}
+    reward_weights = {
+        "value": 1.0,
+        "optimal": 0.5,
+        "win_chance": 0.25,
+        "format": 0.2,
+        "invalid_move": 1.0,
+    }
+    """``win_chance`` weighs at most 0.25 so that it orders only moves ``value`` and
+    ``optimal`` rank alike: among the solver's best moves, which all keep the game's
+    value, the ones that leave an opponent playing at random most ways to go wrong."""
 
     def examples(self, config: TicTacToeMoveConfig, split: str) -> GeneratedExamples[str]:
         """``positions="marks"``: example ``i`` is a position with ``i mod 9`` marks, drawn
@@ -159,12 +169,13 @@ class TicTacToeMove(Environment[TicTacToeMoveConfig]):
             "position_value": position_value(board, "X"),
         }
         if "formatted" not in state:  # not answered yet
-            components = {"value": 0.0, "optimal": 0.0, "format": 0.0, "invalid_move": 0.0}
+            components = dict.fromkeys(self.reward_weights, 0.0)
             return Score(components, {**metrics, "move_value": None, "invalid": None})
         if move is None:
             components = {
                 "value": 0.0,
                 "optimal": 0.0,
+                "win_chance": 0.0,
                 "format": float(state["formatted"]),
                 "invalid_move": INVALID_MOVE_PENALTY,
             }
@@ -173,6 +184,7 @@ class TicTacToeMove(Environment[TicTacToeMoveConfig]):
         components = {
             "value": VALUES[value],
             "optimal": 1.0 if move in optimal_moves(board, "X") else 0.0,
+            "win_chance": float(win_chance(place(board, move, "X"), "O")),
             "format": float(state["formatted"]),
             "invalid_move": 0.0,
         }
