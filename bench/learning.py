@@ -598,6 +598,9 @@ def plot(curve: list[dict[str, Any]], device: str, path: Path) -> None:
     lines = {
         "reward": "reward",
         "rewards/win/mean": "win",
+        "rewards/value/mean": "value (1 won, 0.5 drawn)",
+        "rewards/optimal/mean": "optimal",
+        "rewards/win_chance/mean": "win_chance (against random)",
         "rewards/format/mean": "format",
         "rewards/invalid_move/mean": "invalid_move (-0.1 a game with one)",
         "rewards/invalid_moves/mean": "invalid moves a game (the metric, unweighted)",
