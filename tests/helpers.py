@@ -6,8 +6,9 @@ import json
 import logging
 import shutil
 import statistics
+import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,8 @@ from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
 
 from tests.agents import Agent
-from wander.client import StepError, StepResult, WanderClient
-from wander.client.models import EpisodeRecord
+from wander.client import RunNotFound, StepError, StepResult, WanderClient
+from wander.client.models import ArchivedEpisodesPage, EpisodeRecord
 from wander.service.app import create_app
 from wander.service.archive import Archive, EpisodeFilter
 from wander.service.archive.migrations import upgrade
@@ -179,6 +180,24 @@ def archived_ids(database_url: str, run: str) -> list[str]:
     finally:
         archive.dispose()
     return [episode.id for episode in page.episodes]
+
+
+def archived(
+    client: WanderClient, run: str, episodes: int, limit: int = 100
+) -> ArchivedEpisodesPage:
+    """The first ``limit`` of ``run``'s archived episodes once the archive holds at least
+    ``episodes`` of them: the archive writes behind a game's end, and a run it holds
+    nothing of yet is a 404 (``RunNotFound``) until then."""
+    deadline = time.monotonic() + 15
+    total = 0
+    while True:
+        with suppress(RunNotFound):
+            page = client.episodes(run, limit=limit)
+            if page.total >= episodes:
+                return page
+            total = page.total
+        assert time.monotonic() < deadline, f"run {run} archived {total} of {episodes} in 15 s"
+        time.sleep(0.1)
 
 
 def write_archive(database_url: str, records: Sequence[EpisodeRecord]) -> None:

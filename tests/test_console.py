@@ -11,13 +11,11 @@ Playwright's Python package pointed at that executable: nothing is downloaded (n
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
 import re
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -27,8 +25,9 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
+from tests.helpers import archived
 from tests.test_nginx import NGINX, nginx
-from wander.client import RunNotFound, WanderClient
+from wander.client import WanderClient
 from wander.client.models import AssistantMessage
 from wander.client.policies.tictactoe import MinimaxPolicy
 from wander.service.app import create_app
@@ -88,17 +87,6 @@ def tab(
         assert [e for e in opened.errors if not allowed(e)] == []
     finally:
         opened.close()
-
-
-def archived(client: WanderClient, run: str, episodes: int) -> None:
-    """Wait until the run's archive holds ``episodes`` episodes."""
-    deadline = time.monotonic() + 15
-    while True:
-        with contextlib.suppress(RunNotFound):  # until its first episode is archived
-            if client.run(run).episodes >= episodes:
-                return
-        assert time.monotonic() < deadline, f"run {run} never reached {episodes} archived"
-        time.sleep(0.1)
 
 
 def invalid_game(client: WanderClient, run: str) -> str:

@@ -23,7 +23,7 @@ import torch
 from transformers import AutoModelForCausalLM, TrainerCallback
 from typer.testing import CliRunner
 
-from tests.helpers import DeletingClient, plugin_service
+from tests.helpers import DeletingClient, archived, plugin_service
 from wander.cli import app as cli
 from wander.client import Score, WanderClient
 from wander.testing import ServiceProcess, free_port, wait_until
@@ -169,7 +169,7 @@ def test_asynchronous_rollouts_play_the_next_batch_while_the_trainer_trains(
         trainer.add_callback(times)
         played = trainer.rollout_func.train
         trainer.train()
-        episodes = archived(client, "grpo-async", 24)
+        episodes = archived(client, "grpo-async", 24).total
 
     assert type(trainer).__name__ == "OffPolicyGRPOTrainer"
     steps = [entry for entry in trainer.state.log_history if "loss" in entry]
@@ -432,9 +432,8 @@ def test_one_grpo_run_trains_and_evaluates_on_several_environments(
     with WanderClient(service.url) as client:
         trainer = build_trainer(run, client, model, tokenizer)
         trainer.train()
-        assert archived(client, "grpo-mixed", 12) == archived(client, "grpo-mixed-eval", 4) * 3
-        trained = client.episodes("grpo-mixed", limit=100).episodes
-        evaluated = client.episodes("grpo-mixed-eval", limit=100).episodes
+        trained = archived(client, "grpo-mixed", 12).episodes
+        evaluated = archived(client, "grpo-mixed-eval", 4).episodes
 
     assert [f.__name__ for f in trainer.reward_funcs] == [
         "tictactoe/win", "tictactoe/format", "tictactoe/invalid_move", "tictactoe/invalid_moves",
@@ -641,8 +640,7 @@ def test_a_tool_loop_run_mixes_environments_through_trls_dict_factory(
         assert [f.__name__ for f in trainer.reward_funcs] == ["sql-long", "sql-short"]
         trainer._generate_single_turn = scripted_generation(tokenizer)
         trainer.train()
-        assert archived(client, "trl-mixed", 4) == 4
-        played = client.episodes("trl-mixed", limit=10).episodes
+        played = archived(client, "trl-mixed", 4).episodes
 
     # The long entry's episodes took the call and the answer; the short one's ended at
     # its one turn, the call, and took no answer.
@@ -884,16 +882,6 @@ logging_steps = 1
     return ["train", "grpo", "--config", str(config), "--url", url]
 
 
-def archived(client: WanderClient, run: str, episodes: int) -> int:
-    """How many episodes of ``run`` the archive holds, once it holds ``episodes`` (or
-    after 5 s: the archive writes behind)."""
-    for _ in range(50):
-        if any(r.run == run and r.episodes >= episodes for r in client.runs().runs):
-            break
-        time.sleep(0.1)
-    return client.episodes(run, limit=1).total
-
-
 def test_wander_train_grpo_resumes_from_its_latest_checkpoint(
     service: ServiceProcess, tmp_path: Path
 ) -> None:
@@ -905,7 +893,7 @@ def test_wander_train_grpo_resumes_from_its_latest_checkpoint(
         "checkpoint-1", "checkpoint-2"
     ]  # fmt: skip
     with WanderClient(service.url) as client:
-        assert archived(client, "resumed", 16) == 16  # 2 steps of 8 episodes
+        assert archived(client, "resumed", 16).total == 16  # 2 steps of 8 episodes
     command = train_command(config, service.url, tmp_path, 3, save_steps=1)
     resumed = runner.invoke(cli, [*command, "--resume", "latest"])
     assert resumed.exit_code == 0, resumed.output
@@ -914,7 +902,7 @@ def test_wander_train_grpo_resumes_from_its_latest_checkpoint(
     # Steps 1 and 2 come back from the checkpoint; only step 3 played new episodes.
     assert [entry["step"] for entry in state["log_history"] if "loss" in entry] == [1, 2, 3]
     with WanderClient(service.url) as client:
-        assert archived(client, "resumed", 24) == 24
+        assert archived(client, "resumed", 24).total == 24
 
 
 def test_grpo_evaluates_on_the_eval_split_while_it_trains(
@@ -928,9 +916,8 @@ def test_grpo_evaluates_on_the_eval_split_while_it_trains(
     with WanderClient(service.url) as client:
         trainer = build_trainer(run, client, model, tokenizer)
         trainer.train()
-        played = archived(client, "grpo-eval-eval", 12)
-        evaluated = client.episodes("grpo-eval-eval", limit=100).episodes
-        trained = client.episodes("grpo-eval", limit=100).episodes
+        evaluated = archived(client, "grpo-eval-eval", 12).episodes
+        trained = archived(client, "grpo-eval", 16).episodes
 
     evaluations = [entry for entry in trainer.state.log_history if "eval_reward" in entry]
     assert [entry["step"] for entry in evaluations] == [1, 2]
@@ -938,7 +925,7 @@ def test_grpo_evaluates_on_the_eval_split_while_it_trains(
         assert 0.0 <= entry["eval_rewards/digits/mean"] <= 1.0
     # Each evaluation played the 3 eval examples twice, on the eval split, under a run
     # label of its own; training stayed on the train split.
-    assert played == 12 and {e.split for e in evaluated} == {"eval"}
+    assert {e.split for e in evaluated} == {"eval"}
     assert sorted(e.example for e in evaluated) == sorted([0, 1, 2] * 4)
     assert {e.split for e in trained} == {"train"} and len(trained) == 16
 
@@ -1068,8 +1055,9 @@ target_modules = "all-linear"
     # one seed), each process another; the archive holds all 8 of each step.
     assert len(main["episodes"]) == len(other["episodes"]) == 4 * steps
     with WanderClient(service.url) as client:
-        assert archived(client, f"two-{backend}", 8 * steps) == 8 * steps
-        records = {e.id: e for e in client.episodes(f"two-{backend}", limit=20).episodes}
+        played = archived(client, f"two-{backend}", 8 * steps, limit=20)
+        records = {e.id: e for e in played.episodes}
+    assert played.total == 8 * steps
     assert set(records) == {*main["episodes"], *other["episodes"]}
     starts = [{(records[e].example, records[e].seed) for e in p["episodes"]} for p in (main, other)]
     assert [len(start) for start in starts] == [steps, steps] and not starts[0] & starts[1]

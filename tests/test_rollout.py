@@ -12,7 +12,7 @@ from transformers import GenerationConfig
 from trl import chat_template_utils
 
 from tests.agents import ScriptedBackend, answer, perfect_agent
-from tests.helpers import DeletingClient
+from tests.helpers import DeletingClient, archived
 from tests.proxy import behind_proxy
 from wander.client import ServiceUnavailable, WanderClient
 from wander.client.retry import NO_RETRY, PATIENT
@@ -311,11 +311,7 @@ def test_a_rollout_that_fails_aborts_the_episodes_it_was_playing(live: ServicePr
         with pytest.raises(RuntimeError, match="fell over"):
             rollout([example_prompt(3)] * 2)
         assert client.retry is not NO_RETRY  # the client's own retries, given back
-        for _ in range(100):
-            page = client.episodes("rollout-fell-over")
-            if page.total == 2:
-                break
-            time.sleep(0.05)
+        page = archived(client, "rollout-fell-over", 2)
     assert [(e.status, e.turn) for e in page.episodes] == [("aborted", 1), ("aborted", 1)]
 
 
