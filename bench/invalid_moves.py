@@ -1,5 +1,5 @@
-"""Where a tic-tac-toe model's invalid moves come from: each answer of its games checked
-against the conversation it answered.
+"""Where a tic-tac-toe model's invalid moves come from, and what its valid ones are worth:
+each answer of its games checked against the conversation it answered.
 
     python -m bench.invalid_moves CHECKPOINT [--games 200] [--opponent random|optimal]
                                   [--latest-turn] [--greedy] [--results FILE]
@@ -8,9 +8,11 @@ Plays ``--games`` eval games of the saved model (``bench.learning --sft-checkpoi
 any tic-tac-toe model with its tokenizer) on a service of its own, exports them, and for
 each answer asks: at which turn was it; did it name a cell that is not free (or none);
 was that cell free at an earlier turn, or in the answer's own thought; did the thought
-copy the latest "Available positions" list exactly. Prints the table per turn and the
-counts, and writes them as JSON (bench/README.md, "Where the SFT model's invalid moves
-come from"). ``--latest-turn`` shows the model only the system prompt and each turn's
+copy the latest "Available positions" list exactly; and a free cell's move, was it the
+solver's likeliest win against a random opponent, another move that keeps the game's
+value, or one that gives value away. Prints the table per turn and the counts, and
+writes them as JSON (bench/README.md, "Where the SFT model's invalid moves come from").
+``--latest-turn`` shows the model only the system prompt and each turn's
 latest message (a model of ``bench.learning --task move``).
 """
 
@@ -29,10 +31,19 @@ from wander.client import AsyncWanderClient
 from wander.client.evaluation import evaluate
 from wander.client.policies import LatestTurn
 from wander.service.envs.tictactoe.env import parse_move
+from wander.service.envs.tictactoe.game import (
+    EMPTY,
+    optimal_moves,
+    place,
+    position_value,
+    win_chance,
+)
+from wander.service.envs.tictactoe.move import move_value
 from wander.trainer.backends import Sampling, TransformersBackend
 from wander.trainer.policy import BackendPolicy
 
 _LISTED = re.compile(r"Available(?: positions)?:\s*([0-8](?:,\s*[0-8])*)")
+_ROW = re.compile(r"^ ([XO0-8]) \| ([XO0-8]) \| ([XO0-8])$", re.MULTILINE)
 
 
 def listed(text: str) -> list[int] | None:
@@ -41,17 +52,40 @@ def listed(text: str) -> list[int] | None:
     return [int(cell) for cell in found[-1].split(",")] if found else None
 
 
+def shown_board(text: str) -> str | None:
+    """The last board ``text`` draws (the environment's ``render_board``), as a board
+    string; None where it draws none."""
+    rows = _ROW.findall(text)[-3:]
+    if len(rows) < 3:
+        return None
+    return "".join(EMPTY if cell.isdigit() else cell for row in rows for cell in row)
+
+
+def move_quality(board: str, cell: int) -> str:
+    """What X's free ``cell`` on ``board`` is worth: ``likeliest win`` (an optimal move
+    with the best chance against a random opponent, as the SFT teacher plays),
+    ``value kept`` (optimal, a smaller chance) or ``value lost`` (worse than optimal:
+    a won game let go to a draw, or a drawn one to a loss)."""
+    if move_value(board, cell) < position_value(board, "X"):
+        return "value lost"
+    top = max(win_chance(place(board, m, "X"), "O") for m in optimal_moves(board, "X"))
+    return "likeliest win" if win_chance(place(board, cell, "X"), "O") == top else "value kept"
+
+
 def check_answers(messages: list[dict[str, str]]) -> list[dict[str, Any]]:
     """One record per assistant answer of a game: its turn (from 1), whether it named a
-    free cell, and where a cell it named that was not free came from."""
+    free cell, where a cell it named that was not free came from, and what a free one's
+    move is worth (``move_quality``)."""
     records = []
     earlier: set[int] = set()  # cells free at some earlier turn
     latest: list[int] | None = None
+    board: str | None = None
     for message in messages:
         if message["role"] == "user":
             if latest is not None:
                 earlier.update(latest)
             latest = listed(message["content"]) or latest
+            board = shown_board(message["content"]) or board
             continue
         if message["role"] != "assistant" or latest is None:
             continue
@@ -64,6 +98,8 @@ def check_answers(messages: list[dict[str, str]]) -> list[dict[str, Any]]:
             "free": move in latest,
             "copied": thought == latest,
         }
+        if move is not None and move in latest and board is not None:
+            record["move"] = move_quality(board, move)
         if move is not None and move not in latest:
             record["named"] = (
                 "in its own thought" if thought and move in thought
@@ -87,6 +123,7 @@ def summarise(games: list[list[dict[str, Any]]]) -> dict[str, Any]:
         "taken_cell_named": dict(Counter(r["named"] for r in records if "named" in r)),
         "no_move": sum(1 for r in records if not r["free"] and "named" not in r),
         "copied_latest_list": sum(r["copied"] for r in records),
+        "free_cell_moves": dict(Counter(r["move"] for r in records if "move" in r)),
     }
 
 
@@ -103,6 +140,7 @@ def report(summary: dict[str, Any]) -> str:
         f"Taken cells named: {summary['taken_cell_named']}; no move: {summary['no_move']}.",
         f"The thought copied the latest list exactly in {summary['copied_latest_list']} "
         f"of {summary['answers']} answers.",
+        f"Free cells named: {summary['free_cell_moves']}.",
     ])  # fmt: skip
 
 

@@ -221,6 +221,11 @@ def main() -> None:
         "warm-up",
     )  # fmt: skip
     parser.add_argument(
+        "--grpo-checkpoint", type=Path,
+        help="where the GRPO model is saved once trained, with its tokenizer: for "
+        "bench.invalid_moves to look at its games",
+    )  # fmt: skip
+    parser.add_argument(
         "--sft-only", action="store_true",
         help="stop once the SFT model and its results are saved to --sft-checkpoint",
     )  # fmt: skip
@@ -377,6 +382,9 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         ]
         trainer = grpo_trainer(run, wander, model, tokenizer)
         trainer.train()
+    if args.grpo_checkpoint is not None:
+        trainer.save_model(str(args.grpo_checkpoint))
+    report["grpo_weights"] = weights_digest(trainer.model)
     report["curve"] = [e for e in trainer.state.log_history if "reward" in e]
     evaluate_stage("grpo", report["args"]["eval_games"])
     return report
@@ -503,6 +511,8 @@ def write(report: dict[str, Any], results: Path) -> None:
     digest = report.get("sft_weights")  # absent from reports older than the digest
     where = f" (trained on {report['sft_device']})" if report.get("sft_device") else ""
     trained = f" The SFT model's weights{where}: SHA-256 {digest[:16]}." if digest else ""
+    if report.get("grpo_weights"):  # absent from reports older than its digest
+        trained += f" The GRPO model's: {report['grpo_weights'][:16]}."
     played = (
         f"{args['warmup_games']} warm-up games ({baseline}, against a "
         f"{warmup_low:.0%}-{warmup_high:.0%} random opponent)"

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench.invalid_moves import check_answers, listed, report, summarise
+from bench.invalid_moves import check_answers, listed, move_quality, report, summarise
 from wander.service.envs.seeding import TurnRandom
 from wander.service.envs.tictactoe import TicTacToe, TicTacToeConfig
+from wander.service.envs.tictactoe.game import EMPTY_BOARD
 
 Answer = Callable[[list[int], list[int]], str]
 """An answer from the latest list of free cells and the first list of the game."""
@@ -55,11 +56,16 @@ def test_each_answer_is_checked_against_the_position_it_answered() -> None:
     assert [r.get("named") for r in records] == [
         None, "free earlier", "in its own thought", None, None,
     ]  # fmt: skip
+    # The free cells' moves are rated on the board each answer was shown: the centre of
+    # the empty board keeps the draw, but a corner is likelier to win.
+    assert [("move" in r) for r in records] == [r["free"] for r in records]
+    assert records[0]["move"] == "value kept"
     summary = summarise([records, check_answers(messages[:4])])  # and a game cut at turn 1
     assert summary["games"] == 2 and summary["games_with_an_invalid_move"] == 1
     assert summary["by_turn"] == {1: [0, 2], 2: [1, 1], 3: [1, 1], 4: [1, 1], 5: [0, 1]}
     assert summary["taken_cell_named"] == {"free earlier": 1, "in its own thought": 1}
     assert summary["no_move"] == 1 and summary["copied_latest_list"] == 4
+    assert sum(summary["free_cell_moves"].values()) == 3
     assert "| answers naming a taken cell (or none) | 0 of 2 | 1 of 1 | 1 of 1 |" in report(summary)
     assert "Games with an invalid move: 1 of 2." in report(summary)
 
@@ -76,3 +82,13 @@ def test_a_cell_never_free_and_a_move_that_is_no_cell_are_told_apart() -> None:
         {"turn": 2, "free": False, "copied": True},
     ]
     assert summarise([records])["no_move"] == 1
+
+
+def test_a_free_cells_move_is_rated_by_the_solved_game() -> None:
+    """Two in a row: the third cell wins, any other lets the opponent's two win. On the
+    empty board every cell draws with perfect play, a corner likeliest to win against a
+    random opponent."""
+    assert move_quality("XX.OO....", 2) == "likeliest win"
+    assert move_quality("XX.OO....", 8) == "value lost"
+    assert move_quality(EMPTY_BOARD, 0) == "likeliest win"
+    assert move_quality(EMPTY_BOARD, 4) == "value kept"

@@ -33,13 +33,14 @@ def test_the_report_gives_each_target_its_change_and_95_percent_interval(tmp_pat
     curve = [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}]
     report = {"args": args, "stages": stages, "curve": curve, "minutes": 30.4,
               "device": "CPU (AVX2 kernels)", "sft_weights": "0123456789abcdef" * 4,
-              "sft_device": "CPU (AVX2 kernels)"}  # fmt: skip
+              "sft_device": "CPU (AVX2 kernels)",
+              "grpo_weights": "fedcba9876543210" * 4}  # fmt: skip
     write(report, tmp_path)
     table = (tmp_path / "learning.md").read_text()
     assert "from scratch on CPU (AVX2 kernels), 30.4 minutes in all" in table
     assert (
         "is at most 2 points). The SFT model's weights (trained on CPU (AVX2 kernels)): "
-        "SHA-256 0123456789abcdef.\n"
+        "SHA-256 0123456789abcdef. The GRPO model's: fedcba9876543210.\n"
     ) in table
     assert "against a 50%-100% random opponent with 5 turns at most (grpo loss" in table
     assert "lr 0.001 after 8 warm-up steps, 4 optimizer steps per batch" in table
