@@ -100,6 +100,8 @@ def check_answers(messages: list[dict[str, str]]) -> list[dict[str, Any]]:
         }
         if move is not None and move in latest and board is not None:
             record["move"] = move_quality(board, move)
+            if record["move"] == "value lost":
+                record["lost_on"] = f"{board} {move}"
         if move is not None and move not in latest:
             record["named"] = (
                 "in its own thought" if thought and move in thought
@@ -124,6 +126,9 @@ def summarise(games: list[list[dict[str, Any]]]) -> dict[str, Any]:
         "no_move": sum(1 for r in records if not r["free"] and "named" not in r),
         "copied_latest_list": sum(r["copied"] for r in records),
         "free_cell_moves": dict(Counter(r["move"] for r in records if "move" in r)),
+        "value_lost_on": dict(
+            Counter(r["lost_on"] for r in records if "lost_on" in r).most_common(10)
+        ),
     }
 
 

@@ -162,6 +162,10 @@ def main() -> None:
         help="optimizer steps of linear warm-up to --grpo-lr (TRL's warmup_steps)",
     )  # fmt: skip
     parser.add_argument(
+        "--grpo-beta", type=float, default=0.0,
+        help="TRL's beta: the KL penalty to the SFT model, per token",
+    )  # fmt: skip
+    parser.add_argument(
         "--grpo-seed", type=int, default=42,
         help="TRL's seed (sampling, the examples' order): replicate GRPO on one SFT checkpoint",
     )  # fmt: skip
@@ -346,6 +350,8 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         if args.sft_only:
             return None
 
+    if args.grpo_beta:
+        keep_as_reference(model, scratch / "sft-model")
     env = TASKS[args.task]
     games = args.task == "game"
     run = GRPORunConfig(
@@ -370,7 +376,7 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
               "max_steps": args.grpo_steps * args.updates_per_batch,
               "learning_rate": args.grpo_lr, "warmup_steps": args.grpo_warmup_steps,
               "logging_steps": 1,
-              "loss_type": args.loss_type, "beta": 0.0, "save_strategy": "no",
+              "loss_type": args.loss_type, "beta": args.grpo_beta, "save_strategy": "no",
               "gradient_checkpointing": False,  # TRL's default; a fifth of each update here
               "seed": args.grpo_seed},
     )  # fmt: skip
@@ -388,6 +394,15 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
     report["curve"] = [e for e in trainer.state.log_history if "reward" in e]
     evaluate_stage("grpo", report["args"]["eval_games"])
     return report
+
+
+def keep_as_reference(model: Any, folder: Path) -> None:
+    """Make ``model`` as it is now the one TRL's KL penalty (``beta``) holds GRPO to:
+    TRL builds that reference anew from the path the policy's config names, and a model
+    trained in this process names none (one loaded from ``--sft-checkpoint`` names it)."""
+    if not model.config._name_or_path:
+        model.save_pretrained(folder)
+        model.config._name_or_path = str(folder)
 
 
 def warm_up(
@@ -504,6 +519,8 @@ def write(report: dict[str, Any], results: Path) -> None:
     warmed = f" after {warmup} warm-up steps" if warmup else ""
     temperature = args.get("grpo_temperature", 1.0)  # likewise
     hotter = f", sampled at temperature {temperature:g}" if temperature != 1.0 else ""
+    beta = args.get("grpo_beta")  # likewise
+    held = f", KL penalty {beta:g} to the SFT model" if beta else ""
     noise = args.get("warmup_noise", 0.1)  # likewise
     warmup_low, warmup_high = args.get("warmup_opponent") or (low, high)
     ties = args.get("warmup_ties") or "random"  # likewise
@@ -533,7 +550,7 @@ def write(report: dict[str, Any], results: Path) -> None:
         f"{report['minutes']} minutes in all: {warmup_data}, "
         f"{args['sft_steps']} SFT steps, {args['grpo_steps']} GRPO steps of "
         f"{args['grpo_prompts']} x 8 {grpo_data}"
-        f"({args['loss_type']} loss, lr {args['grpo_lr']:g}{warmed}{hotter}, "
+        f"({args['loss_type']} loss, lr {args['grpo_lr']:g}{warmed}{hotter}{held}, "
         f"{args['updates_per_batch']} optimizer steps per batch, invalid-move weight "
         f"{args['invalid_weight']:g}{per_move}). "
         "Each stage evaluated on "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.learning import exported, latest_turns, weights_digest, write
+from bench.learning import exported, keep_as_reference, latest_turns, weights_digest, write
 from wander.client import AsyncWanderClient
 from wander.client.evaluation import evaluate
 from wander.client.policies import MinimaxPolicy
@@ -78,14 +78,17 @@ def test_the_report_says_when_sft_and_grpo_trained_on_single_moves(tmp_path: Pat
     assert "temperature" not in table  # sampled as the evaluation samples
     assert "SHA-256" not in table  # a report from before the digest
     args |= {"warmup_positions": "played", "warmup_ties": "wins", "warmup_opponent": [0.0, 1.0],
-             "grpo_temperature": 1.5}  # fmt: skip
+             "grpo_temperature": 1.5, "grpo_beta": 0.04}  # fmt: skip
     write(report, tmp_path)
     table = (tmp_path / "learning.md").read_text()
     assert (
         "4000 warm-up games (minimax, wins ties, 0% random moves, against a 0%-100% random "
         "opponent), each turn as its latest message, 800 SFT steps"
     ) in table
-    assert "(grpo loss, lr 0.0003, sampled at temperature 1.5, 4 optimizer steps" in table
+    assert (
+        "(grpo loss, lr 0.0003, sampled at temperature 1.5, KL penalty 0.04 to the SFT model, "
+        "4 optimizer steps"
+    ) in table
 
 
 def test_the_warm_up_is_exported_once_every_game_it_finished_is_archived(
@@ -125,3 +128,22 @@ def test_the_weights_digest_tells_a_model_from_its_copy_and_from_a_changed_one()
     with torch.no_grad():
         next(copy.parameters()).view(-1)[0] += 1e-6
     assert weights_digest(model) != weights_digest(copy)
+
+
+def test_a_model_trained_in_the_run_is_the_reference_trl_builds_for_its_kl_penalty(
+    tmp_path: Path,
+) -> None:
+    """TRL's GRPO builds the reference of ``beta`` from the path the policy's config
+    names; a model built in the process names none, and would fail there."""
+    from transformers import AutoModelForCausalLM
+    from trl.trainer.utils import get_config_model_id
+
+    from wander.trainer.tiny import build_model, build_tokenizer
+
+    model = build_model(build_tokenizer())
+    assert get_config_model_id(model.config) == ""
+    keep_as_reference(model, tmp_path / "sft-model")
+    reference = AutoModelForCausalLM.from_pretrained(get_config_model_id(model.config))
+    assert weights_digest(reference) == weights_digest(model)
+    keep_as_reference(model, tmp_path / "again")  # it has a path now: kept as it was
+    assert not (tmp_path / "again").exists()
