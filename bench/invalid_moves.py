@@ -14,6 +14,10 @@ value, or one that gives value away. Prints the table per turn and the counts, a
 writes them as JSON (bench/README.md, "Where the SFT model's invalid moves come from").
 ``--latest-turn`` shows the model only the system prompt and each turn's
 latest message (a model of ``bench.learning --task move``).
+
+``--wins-on-board`` plays no games: it samples the model's answers on each position with
+a win on the board that the teacher's games against a random opponent meet, and counts
+how often it takes the win (bench/README.md, "Where GRPO's draws came from").
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import re
 from collections import Counter
 from pathlib import Path
@@ -33,14 +38,19 @@ from wander.client.policies import LatestTurn
 from wander.service.envs.tictactoe.env import parse_move
 from wander.service.envs.tictactoe.game import (
     EMPTY,
+    EMPTY_BOARD,
+    legal_moves,
+    likeliest_win,
     optimal_moves,
     place,
     position_value,
     win_chance,
+    winner,
 )
-from wander.service.envs.tictactoe.move import move_value
+from wander.service.envs.tictactoe.move import TicTacToeMove, TicTacToeMoveConfig, move_value
 from wander.trainer.backends import Sampling, TransformersBackend
 from wander.trainer.policy import BackendPolicy
+from wander.trainer.rollout import render
 
 _LISTED = re.compile(r"Available(?: positions)?:\s*([0-8](?:,\s*[0-8])*)")
 _ROW = re.compile(r"^ ([XO0-8]) \| ([XO0-8]) \| ([XO0-8])$", re.MULTILINE)
@@ -149,6 +159,14 @@ def report(summary: dict[str, Any]) -> str:
     ])  # fmt: skip
 
 
+def load_checkpoint(checkpoint: Path) -> tuple[Any, Any]:
+    """The saved model and its tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    return model, AutoTokenizer.from_pretrained(checkpoint)
+
+
 def diagnose(
     url: str,
     checkpoint: Path,
@@ -157,10 +175,7 @@ def diagnose(
     latest_turn: bool = False,
     greedy: bool = False,
 ) -> dict[str, Any]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-    model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    model, tokenizer = load_checkpoint(checkpoint)
     backend = TransformersBackend(model, tokenizer, Sampling(48, 1.0, 1.0, 1 if greedy else 0))
     policy: Any = BackendPolicy(backend, tokenizer)
     if latest_turn:
@@ -179,6 +194,53 @@ def diagnose(
     return summarise([check_answers(row["messages"]) for row in rows])
 
 
+def wins_on_board(games: int = 5000, seed: int = 1) -> list[str]:
+    """The distinct positions with a win on the board for X, X to move, that X meets
+    playing the teacher's moves (``likeliest_win``) against an opponent playing at
+    random, either first, over ``games`` games: where a model that learnt the teacher
+    wins at once, and where a model that does not lets a won game go."""
+    draw = random.Random(seed)
+    met: dict[str, None] = {}  # in the order first met
+    for _ in range(games):
+        board, x_to_move = EMPTY_BOARD, draw.random() < 0.5
+        while winner(board) is None:
+            if x_to_move:
+                if any(winner(place(board, m, "X")) == "X" for m in legal_moves(board)):
+                    met[board] = None
+                board = place(board, likeliest_win(board), "X")
+            else:
+                board = place(board, draw.choice(legal_moves(board)), "O")
+            x_to_move = not x_to_move
+    return list(met)
+
+
+def wins_taken(model: Any, tokenizer: Any, boards: list[str], samples: int = 16) -> dict[str, Any]:
+    """The shares of ``samples`` answers per board (sampled at temperature 1, as the
+    learning benchmark evaluates) that take a win on the board, name another free cell,
+    or are invalid; each board shown as ``tictactoe_move`` opens a turn, which is what a
+    model of ``--task move`` sees of a game."""
+    import torch
+
+    torch.manual_seed(0)
+    env, config = TicTacToeMove(), TicTacToeMoveConfig()
+    backend = TransformersBackend(model, tokenizer, Sampling(48))
+    answers: Counter[str] = Counter()
+    for board in boards:
+        prompt = render(tokenizer, env.reset(config, board, 0).messages, True)
+        ids = tokenizer.encode(prompt, add_special_tokens=False)
+        for generation in backend.generate([ids] * samples):
+            move = parse_move(tokenizer.decode(generation.token_ids, skip_special_tokens=True))
+            if not isinstance(move, int) or board[move] != EMPTY:
+                answers["invalid"] += 1
+            elif winner(place(board, move, "X")) == "X":
+                answers["win taken"] += 1
+            else:
+                answers["another free cell"] += 1
+    total = sum(answers.values())
+    shares = {kind: answers[kind] / total for kind in ("win taken", "another free cell", "invalid")}
+    return {"positions": len(boards), "samples": samples, **shares}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", type=Path, help="the model's and tokenizer's directory")
@@ -194,8 +256,23 @@ def main() -> None:
         "temperature 1 as the learning benchmark's evaluation does: are the invalid moves "
         "the model's belief, or draws from its tail?",
     )  # fmt: skip
+    parser.add_argument(
+        "--wins-on-board", action="store_true",
+        help="play no games: sample 16 answers on each position with a win on the board "
+        "that the teacher meets against a random opponent, and count the wins taken",
+    )  # fmt: skip
     parser.add_argument("--results", type=Path, help="where the JSON goes")
     args = parser.parse_args()
+    if args.wins_on_board:
+        taken = wins_taken(*load_checkpoint(args.checkpoint), wins_on_board())
+        print(
+            f"On {taken['positions']} positions with a win on the board, {taken['samples']} "
+            f"answers each: the win taken in {taken['win taken']:.1%}, another free cell "
+            f"{taken['another free cell']:.1%}, invalid {taken['invalid']:.1%}."
+        )
+        if args.results:
+            args.results.write_text(json.dumps(taken, indent=2) + "\n")
+        return
     with embedded_service() as (url, _):
         summary = diagnose(
             url, args.checkpoint, args.games, args.opponent, args.latest_turn, args.greedy

@@ -5,10 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench.invalid_moves import check_answers, listed, move_quality, report, summarise
+from bench.invalid_moves import (
+    check_answers,
+    listed,
+    move_quality,
+    report,
+    summarise,
+    wins_on_board,
+    wins_taken,
+)
 from wander.service.envs.seeding import TurnRandom
 from wander.service.envs.tictactoe import TicTacToe, TicTacToeConfig
-from wander.service.envs.tictactoe.game import EMPTY_BOARD
+from wander.service.envs.tictactoe.game import EMPTY_BOARD, legal_moves, place, winner
 
 Answer = Callable[[list[int], list[int]], str]
 """An answer from the latest list of free cells and the first list of the game."""
@@ -92,3 +100,22 @@ def test_a_free_cells_move_is_rated_by_the_solved_game() -> None:
     assert move_quality("XX.OO....", 8) == "value lost"
     assert move_quality(EMPTY_BOARD, 0) == "likeliest win"
     assert move_quality(EMPTY_BOARD, 4) == "value kept"
+
+
+def test_the_positions_with_a_win_on_the_board_are_the_teachers_against_random() -> None:
+    boards = wins_on_board(games=500)
+    assert boards == wins_on_board(games=500) and len(set(boards)) == len(boards) > 20
+    for board in boards:
+        assert winner(board) is None and board.count("X") <= board.count("O")  # X to move
+        assert any(winner(place(board, m, "X")) == "X" for m in legal_moves(board))
+    assert set(boards) < set(wins_on_board(games=5000))
+
+
+def test_an_untrained_model_takes_no_win_on_the_board() -> None:
+    from wander.trainer.tiny import build_model, build_tokenizer
+
+    tokenizer = build_tokenizer()
+    boards = wins_on_board(games=50)[:3]
+    taken = wins_taken(build_model(tokenizer), tokenizer, boards, samples=2)
+    assert taken == {"positions": 3, "samples": 2, "win taken": 0.0,
+                     "another free cell": 0.0, "invalid": 1.0}  # fmt: skip
