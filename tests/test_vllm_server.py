@@ -29,9 +29,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 from typer.testing import CliRunner
 
-from tests.helpers import plugin_service
+from tests.helpers import archived, plugin_service
 from tests.interop import interop_venv
-from tests.test_grpo import archived, train_command
+from tests.test_grpo import train_command
 from wander.cli import app as cli
 from wander.client import WanderClient
 from wander.testing import ServiceProcess, wait_until
@@ -119,7 +119,7 @@ def test_wander_eval_plays_a_vllm_served_model(
     games = [json.loads(line) for line in results.read_text().splitlines()]
     assert len(games) == 4 and not any("error" in game for game in games)
     with WanderClient(service.url) as wander:
-        assert archived(wander, "vllm-eval", 4) == 4
+        assert archived(wander, "vllm-eval", 4).total == 4
         [record] = wander.episodes("vllm-eval", limit=1).episodes
     said = [m.content for m in record.messages if m.role == "assistant"]
     assert said and all(isinstance(text, str) for text in said)
