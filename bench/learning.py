@@ -166,6 +166,12 @@ def main() -> None:
         help="TRL's beta: the KL penalty to the SFT model, per token",
     )  # fmt: skip
     parser.add_argument(
+        "--grpo-train-from", default=None, metavar="MARKER",
+        help="train each turn from this marker on (the run's train_from, e.g. '<move>'): "
+        "the thought before it is sampled but not trained, so GRPO cannot rewrite what "
+        "its reward never scores",
+    )  # fmt: skip
+    parser.add_argument(
         "--grpo-seed", type=int, default=42,
         help="TRL's seed (sampling, the examples' order): replicate GRPO on one SFT checkpoint",
     )  # fmt: skip
@@ -364,6 +370,7 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         output_dir=str(scratch / "grpo"),
         max_completion_length=768 if games else args.max_tokens_per_turn,
         max_staleness=args.max_staleness,
+        train_from=args.grpo_train_from,
         metric_rewards=(
             {"invalid_moves": -args.invalid_move_cost} if games and args.invalid_move_cost else {}
         ),
@@ -521,6 +528,8 @@ def write(report: dict[str, Any], results: Path) -> None:
     hotter = f", sampled at temperature {temperature:g}" if temperature != 1.0 else ""
     beta = args.get("grpo_beta")  # likewise
     held = f", KL penalty {beta:g} to the SFT model" if beta else ""
+    marker = args.get("grpo_train_from")  # likewise
+    held += f", each turn trained from {marker} on" if marker else ""
     noise = args.get("warmup_noise", 0.1)  # likewise
     warmup_low, warmup_high = args.get("warmup_opponent") or (low, high)
     ties = args.get("warmup_ties") or "random"  # likewise

@@ -30,6 +30,7 @@ from wander.trainer.rollout import (
     environment_tokens,
     example_prompt,
     render,
+    untrained_tokens,
 )
 from wander.trainer.tiny import build_tokenizer
 
@@ -77,6 +78,39 @@ def test_completion_is_model_and_environment_tokens_with_the_mask(live: ServiceP
         assert tokenizer.decode(environment).count("<|im_start|>user") == record.turn - 1
         assert all(lp == 0.0 for lp, m in zip(output["logprobs"][i], mask, strict=True) if m == 0)
         assert all(lp == -0.5 for lp, m in zip(output["logprobs"][i], mask, strict=True) if m == 1)
+
+
+def test_train_from_masks_each_turns_thought_and_trains_its_move(live: ServiceProcess) -> None:
+    """With ``train_from``, a turn's tokens before the marker are masked like the
+    environment's: the trainer learns the moves, and the thoughts stay as sampled."""
+    tokenizer = build_tokenizer()
+    backend = ScriptedBackend(tokenizer, lambda board: answer(optimal_moves(board, "X")[0], "a b"))
+    with WanderClient(live.url) as client:
+        rollout = WanderRollout(
+            client, tokenizer, [GAME], run="rollout-from", backend=backend, train_from="<move>"
+        )
+        output = rollout([example_prompt(3)] * 2)
+        records = [client.episode(episode_id) for episode_id in output["episode_id"]]
+
+    for i, record in enumerate(records):
+        completion, mask = output["completion_ids"][i], output["env_mask"][i]
+        trained = [t for t, m in zip(completion, mask, strict=True) if m == 1]
+        moves = [m.content for m in record.messages if m.role == "assistant"]
+        assert len(moves) == record.turn > 1
+        expected = "".join(move.removeprefix("<think>a b</think>") for move in moves)
+        assert tokenizer.decode(trained, skip_special_tokens=True) == expected
+        assert trained.count(tokenizer.eos_token_id) == record.turn  # each turn's end trained
+
+
+def test_untrained_tokens_are_those_before_the_marker() -> None:
+    tokenizer = build_tokenizer()
+    ids = tokenizer.encode("Cell 6 wins.\n<move>6</move>", add_special_tokens=False)
+    count = untrained_tokens(tokenizer, ids, "<move>")
+    assert tokenizer.decode(ids[:count]) == "Cell 6 wins.\n"
+    assert tokenizer.decode(ids[count:]) == "<move>6</move>"
+    assert untrained_tokens(tokenizer, ids[count:], "<move>") == 0
+    assert untrained_tokens(tokenizer, ids[:count], "<move>") == 0  # no marker: trained whole
+    assert untrained_tokens(tokenizer, ids, None) == 0
 
 
 class ReversingBackend(ScriptedBackend):

@@ -113,6 +113,15 @@ def test_max_failure_rate_is_a_share_of_the_batch_for_wanders_rollout() -> None:
         GRPORunConfig(rollout="environment_factory", max_failure_rate=0.5)
 
 
+def test_train_from_is_a_marker_for_wanders_rollout() -> None:
+    """TRL's tool loop trains every generated token: a marker there would be ignored."""
+    assert GRPORunConfig(train_from="<move>").train_from == "<move>"
+    with pytest.raises(ValueError, match="train_from"):
+        GRPORunConfig(train_from="")  # would mask nothing while seeming to
+    with pytest.raises(ValueError, match='train_from is for rollout = "rollout_func"'):
+        GRPORunConfig(rollout="environment_factory", train_from="<move>")
+
+
 def test_metric_rewards_are_for_wanders_rollout() -> None:
     """TRL's tool loop is rewarded with the score total alone: a metric reward there
     would be silently ignored."""

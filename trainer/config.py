@@ -123,6 +123,14 @@ class GRPORunConfig(BaseModel):
         "the environment raised): those are left out of training (rewards None, tokens "
         "masked) and counted as wander/failed_episodes; above it the run stops.",
     )
+    train_from: str | None = Field(
+        None,
+        min_length=1,
+        description="A marker in the model's turns (e.g. `<move>`): the tokens before it are "
+        "sampled but masked from the loss, so that GRPO trains the action and leaves the "
+        "reasoning before it, which no reward scores, as it was; a turn without the marker "
+        "is trained whole. None: every model token is trained.",
+    )
     max_staleness: int = Field(
         0,
         ge=0,
@@ -308,6 +316,11 @@ class GRPORunConfig(BaseModel):
             raise ValueError(
                 'max_failure_rate is for rollout = "rollout_func"; in TRL\'s tool loop '
                 "(environment_factory) a failed tool call is the tool's error reply to the model"
+            )
+        if self.train_from is not None:
+            raise ValueError(
+                'train_from is for rollout = "rollout_func"; TRL\'s tool loop '
+                "(environment_factory) trains every token the model generates"
             )
         return self
 

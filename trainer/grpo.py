@@ -177,6 +177,7 @@ def rollout_func_plan(run: GRPORunConfig, client: WanderClient, tokenizer: Any) 
         ),
         "max_completion_length": run.max_completion_length,
         "max_failure_rate": run.max_failure_rate,
+        "train_from": run.train_from,
     }
     train = WanderRollout(client, tokenizer, tasks, run=run.run, **options)
     evaluation = WanderRollout(

@@ -11,7 +11,9 @@ done.
 
 What the trainer learns from is the model's own sampled token ids for its turns;
 the environment's turns are tokenized from the chat-template delta and masked
-out of the loss (``env_mask`` 0). The service's score components come back as
+out of the loss (``env_mask`` 0), and so are a model turn's tokens before the
+run's ``train_from`` marker where it sets one (the reasoning no reward scores,
+left as sampled). The service's score components come back as
 extra fields, one per reward component, and so do the numeric score metrics a run
 rewards (``metrics``: e.g. tic-tac-toe's count of invalid moves, where the
 ``invalid_move`` component marks a game once however many it holds). With several
@@ -262,9 +264,10 @@ class Trajectory:
     live: bool = True
     failure: str | None = None  # why a step of the episode failed, if one did
 
-    def add_model(self, generation: Generation) -> None:
+    def add_model(self, generation: Generation, untrained: int = 0) -> None:
+        """The model's turn; its first ``untrained`` tokens masked (``train_from``)."""
         self.completion_ids += generation.token_ids
-        self.env_mask += [1] * len(generation.token_ids)
+        self.env_mask += [0] * untrained + [1] * (len(generation.token_ids) - untrained)
         self.logprobs += generation.logprobs or [0.0] * len(generation.token_ids)
 
     def add_environment(self, ids: list[int]) -> None:
@@ -276,6 +279,20 @@ class Trajectory:
         """Ends the episode's part in the batch: none of its tokens is trained on."""
         self.live, self.failure = False, failure
         self.env_mask = [0] * len(self.env_mask)
+
+
+def untrained_tokens(tokenizer: Any, token_ids: Sequence[int], marker: str | None) -> int:
+    """How many of a turn's tokens come before ``marker``'s: those whose text ends before
+    the marker begins (0 where the turn holds no marker, or none is asked for)."""
+    if not marker:
+        return 0
+    start = tokenizer.decode(token_ids, skip_special_tokens=True).find(marker)
+    if start < 0:
+        return 0
+    for count in range(len(token_ids)):
+        if len(tokenizer.decode(token_ids[: count + 1], skip_special_tokens=True)) > start:
+            return count
+    return len(token_ids)
 
 
 def metric(score: Score, name: str) -> float:
@@ -320,12 +337,16 @@ class WanderRollout:
         backend: Backend | None = None,
         stop_ids: Sequence[int] | None = None,
         max_failure_rate: float = MAX_FAILURE_RATE,
+        train_from: str | None = None,
     ) -> None:
         """``tasks``: what the handles name (a handle without a task name names the
         only one). ``stop_ids``: the tokens that end a model's turn; by default the
         trainer's model's, as TRL stops on them (``stop_token_ids``).
         ``max_failure_rate``: the share of a batch's episodes that may fail (see the
-        module docstring)."""
+        module docstring). ``train_from``: a marker in the model's turns (such as
+        ``<move>``) before which its tokens are masked from the loss: the reasoning
+        before the action is sampled but not trained, so that GRPO does not rewrite
+        what no reward scores; a turn without the marker is trained whole."""
         self.client, self.tokenizer, self.run = client, tokenizer, run
         self.tasks = {task.label: task for task in tasks}
         if len(self.tasks) != len(tasks) or not tasks:
@@ -335,6 +356,7 @@ class WanderRollout:
         self.backend = backend
         self.stop_ids = stop_ids
         self.max_failure_rate = max_failure_rate
+        self.train_from = train_from
         self.chat_template = rollout_chat_template(tokenizer)
 
     @contextmanager
@@ -576,7 +598,9 @@ class WanderRollout:
     ) -> None:
         # The turn's tokens stay, masked, if its step fails: TRL reads the last token of
         # every completion, and an episode failed at its first step would have none.
-        trajectory.add_model(generation)
+        trajectory.add_model(
+            generation, untrained_tokens(self.tokenizer, generation.token_ids, self.train_from)
+        )
         if isinstance(result, StepError):
             trajectory.fail(f"{result.error.code}: {result.error.message}")
             return
