@@ -78,7 +78,7 @@ def test_the_report_says_when_sft_and_grpo_trained_on_single_moves(tmp_path: Pat
     assert "temperature" not in table  # sampled as the evaluation samples
     assert "SHA-256" not in table  # a report from before the digest
     args |= {"warmup_positions": "played", "warmup_ties": "wins", "warmup_opponent": [0.0, 1.0],
-             "grpo_temperature": 1.5, "grpo_beta": 0.04}  # fmt: skip
+             "grpo_temperature": 1.5, "grpo_beta": 0.04, "grpo_train_from": "<move>"}  # fmt: skip
     write(report, tmp_path)
     table = (tmp_path / "learning.md").read_text()
     assert (
@@ -87,7 +87,7 @@ def test_the_report_says_when_sft_and_grpo_trained_on_single_moves(tmp_path: Pat
     ) in table
     assert (
         "(grpo loss, lr 0.0003, sampled at temperature 1.5, KL penalty 0.04 to the SFT model, "
-        "4 optimizer steps"
+        "each turn trained from <move> on, 4 optimizer steps"
     ) in table
 
 
