@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.learning import OPPONENTS, embedded_service, exported
-from wander.client import AsyncWanderClient
+from wander.client import AsyncWanderClient, WanderClient
 from wander.client.evaluation import evaluate
 from wander.client.policies import LatestTurn
 from wander.service.envs.tictactoe.env import parse_move
@@ -175,6 +175,12 @@ def diagnose(
     latest_turn: bool = False,
     greedy: bool = False,
 ) -> dict[str, Any]:
+    """Plays ``games`` of the eval split: no more than it holds (the rest would be errors,
+    and the counts over fewer games than asked for)."""
+    with WanderClient(url) as wander:
+        held = wander.environment("tictactoe").splits["eval"]
+    if games > held:
+        raise ValueError(f"{games} games asked for: the eval split holds {held}")
     model, tokenizer = load_checkpoint(checkpoint)
     backend = TransformersBackend(model, tokenizer, Sampling(48, 1.0, 1.0, 1 if greedy else 0))
     policy: Any = BackendPolicy(backend, tokenizer)
@@ -274,9 +280,12 @@ def main() -> None:
             args.results.write_text(json.dumps(taken, indent=2) + "\n")
         return
     with embedded_service() as (url, _):
-        summary = diagnose(
-            url, args.checkpoint, args.games, args.opponent, args.latest_turn, args.greedy
-        )
+        try:
+            summary = diagnose(
+                url, args.checkpoint, args.games, args.opponent, args.latest_turn, args.greedy
+            )
+        except ValueError as exc:
+            parser.error(str(exc))
     print(report(summary))
     if args.results:
         args.results.write_text(json.dumps(summary, indent=2) + "\n")

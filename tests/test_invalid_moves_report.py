@@ -4,9 +4,13 @@ the environment really sent (bench/README.md's table of where invalid moves come
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+
+import pytest
 
 from bench.invalid_moves import (
     check_answers,
+    diagnose,
     listed,
     move_quality,
     report,
@@ -17,6 +21,7 @@ from bench.invalid_moves import (
 from wander.service.envs.seeding import TurnRandom
 from wander.service.envs.tictactoe import TicTacToe, TicTacToeConfig
 from wander.service.envs.tictactoe.game import EMPTY_BOARD, legal_moves, place, winner
+from wander.testing import ServiceProcess
 
 Answer = Callable[[list[int], list[int]], str]
 """An answer from the latest list of free cells and the first list of the game."""
@@ -119,3 +124,12 @@ def test_an_untrained_model_takes_no_win_on_the_board() -> None:
     taken = wins_taken(build_model(tokenizer), tokenizer, boards, samples=2)
     assert taken == {"positions": 3, "samples": 2, "win taken": 0.0,
                      "another free cell": 0.0, "invalid": 1.0}  # fmt: skip
+
+
+def test_a_diagnosis_plays_no_more_games_than_the_eval_split_holds(
+    live: ServiceProcess, tmp_path: Path
+) -> None:
+    """Asked for more, it says so before loading a model, rather than count the games it
+    could play as if they were all."""
+    with pytest.raises(ValueError, match="1001 games asked for: the eval split holds 1000"):
+        diagnose(live.url, tmp_path / "no-model", 1001, "optimal")
