@@ -40,6 +40,7 @@ it, in step with the others (``processes``).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import logging
@@ -283,16 +284,18 @@ class Trajectory:
 
 def untrained_tokens(tokenizer: Any, token_ids: Sequence[int], marker: str | None) -> int:
     """How many of a turn's tokens come before ``marker``'s: those whose text ends before
-    the marker begins (0 where the turn holds no marker, or none is asked for)."""
+    the marker begins (0 where the turn holds no marker, or none is asked for). A prefix's
+    text grows with it, so the count is bisected: a few decodes a turn, however long."""
     if not marker:
         return 0
     start = tokenizer.decode(token_ids, skip_special_tokens=True).find(marker)
     if start < 0:
         return 0
-    for count in range(len(token_ids)):
-        if len(tokenizer.decode(token_ids[: count + 1], skip_special_tokens=True)) > start:
-            return count
-    return len(token_ids)
+    return bisect.bisect_right(
+        range(len(token_ids)),
+        start,
+        key=lambda count: len(tokenizer.decode(token_ids[: count + 1], skip_special_tokens=True)),
+    )
 
 
 def metric(score: Score, name: str) -> float:
