@@ -134,14 +134,14 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument(
         "--sft-steps", type=int, default=None,
-        help="SFT steps of 16 (default 800 for games; 3500 for moves, about 16 minutes here: "
+        help="SFT steps of 16 (default 800 for games; 3500 for moves, 16-17 minutes on 2 cores: "
         "the SFT stage on which GRPO met every target in two seeds of three, bench/README.md "
         "\"Training the move alone, and a firmer hold\")",
     )  # fmt: skip
     parser.add_argument(
         "--grpo-steps", type=int, default=None,
-        help="generation batches played (default 30 for games; 300 for moves, about 24 "
-        "minutes here: 150 left seed 42's model 2.6%% of games with an invalid move against "
+        help="generation batches played (default 30 for games; 300 for moves, 24-30 "
+        "minutes on 2 cores: 150 left seed 42's model 2.6%% of games with an invalid move against "
         "the optimal opponent)",
     )  # fmt: skip
     parser.add_argument(
