@@ -191,6 +191,17 @@ def test_played_positions_are_a_strong_players_turns_as_often_as_games_meet_them
     assert ENV.examples(config, "eval")[:50] != drawn[:50]
 
 
+def test_endgame_share_makes_that_share_of_played_positions_the_last_free_cell() -> None:
+    config = TicTacToeMoveConfig(positions="played", endgame_share=0.5)
+    drawn = [ENV.examples(config, "train")[i] for i in range(2000)]
+    assert drawn == [ENV.examples(config, "train")[i] for i in range(2000)]
+    assert set(drawn) <= strong_players_positions()
+    last_cells = sum(board.count(EMPTY) == 1 for board in drawn) / len(drawn)
+    assert 0.48 < last_cells < 0.56  # half drawn as endgames, 3% of the other half
+    with pytest.raises(ValueError, match="positions='played' only"):
+        TicTacToeMoveConfig(positions="marks", endgame_share=0.2)
+
+
 def test_news_names_an_o_and_who_started() -> None:
     assert reset(EMPTY * 9).messages[1]["content"].startswith("You play first.\n")
     assert (

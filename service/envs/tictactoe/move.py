@@ -18,7 +18,7 @@ import random
 from collections import defaultdict
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from wander.sdk import (
     Environment,
@@ -82,12 +82,39 @@ class TicTacToeMoveConfig(SizedConfig):
         "with a per-example probability (uniform in 0-1), minimax-optimally otherwise: the "
         "positions a strong player meets, as often as it meets them.",
     )
+    endgame_share: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="With `played` positions, the share of examples that are a played game's "
+        "last move, the board's one free cell, drawn among the played games that reach it "
+        "(3% of played positions otherwise): the move a tiny model slips on most.",
+    )
+
+    @model_validator(mode="after")
+    def _endgames_are_played(self) -> TicTacToeMoveConfig:
+        if self.endgame_share and self.positions != "played":
+            raise ValueError("endgame_share applies to positions='played' only")
+        return self
 
 
 def played_position(draw: random.Random) -> str:
-    """One turn, drawn uniformly, of a game that X plays ``likeliest_win`` against an
-    opponent who plays at random with a probability drawn uniformly in 0-1 and
-    minimax-optimally otherwise; either player first, as in ``tictactoe``."""
+    """One of X's turns, drawn uniformly, of a game ``played_turns`` plays."""
+    return draw.choice(played_turns(draw))
+
+
+def played_endgame(draw: random.Random) -> str:
+    """The position with one free cell of the first game ``played_turns`` plays that
+    reaches it with X to move (about one game in six does)."""
+    while (last := played_turns(draw)[-1]).count(EMPTY) != 1:
+        pass
+    return last
+
+
+def played_turns(draw: random.Random) -> list[str]:
+    """X's turns of a game that X plays ``likeliest_win`` against an opponent who plays at
+    random with a probability drawn uniformly in 0-1 and minimax-optimally otherwise;
+    either player first, as in ``tictactoe``."""
     random_move_prob = draw.random()
     board, x_to_move, turns = EMPTY_BOARD, draw.random() < 0.5, []
     while winner(board) is None:
@@ -99,12 +126,12 @@ def played_position(draw: random.Random) -> str:
             moves = legal_moves(board) if chance else optimal_moves(board, "O")
             board = place(board, draw.choice(moves), "O")
         x_to_move = not x_to_move
-    return draw.choice(turns)
+    return turns
 
 
 class TicTacToeMove(Environment[TicTacToeMoveConfig]):
     name = "tictactoe_move"
-    version = "1.2.0"  # 1.1: the positions option; 1.2: the win_chance reward
+    version = "1.3.0"  # 1.1: positions; 1.2: the win_chance reward; 1.3: endgame_share
     description = (
         "Single-turn tic-tac-toe: one position of a game in progress, X to move; the move "
         "is scored by the solved game (won, drawn or lost with perfect play after it)."
@@ -128,13 +155,16 @@ class TicTacToeMove(Environment[TicTacToeMoveConfig]):
         uniformly among those: any nine consecutive examples span a game from the empty
         board to its last move, where uniform over the 4,520 positions would be three
         quarters late positions. ``"played"``: a turn of a strong player's game
-        (``played_position``), for training a model on the positions its games meet.
+        (``played_position``), for training a model on the positions its games meet,
+        ``endgame_share`` of them the board's last free cell (``played_endgame``).
         The splits hold the same positions (a game has no more) in other draws."""
         groups = positions_by_marks()
 
         def make(index: int) -> str:
             draw = random.Random(stable_hash(self.name, split, config.seed, index))
             if config.positions == "played":
+                if config.endgame_share and draw.random() < config.endgame_share:
+                    return played_endgame(draw)
                 return played_position(draw)
             return draw.choice(groups[index % len(groups)])
 
