@@ -35,6 +35,18 @@ def has_avx2(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
         return False
 
 
+def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """The CPU's model name (``AMD EPYC 7B13``), where Linux tells it: pinned kernels
+    repeat a model across VMs of one vendor, not from AMD's to Intel's (bench/README.md,
+    "The last free cell")."""
+    try:
+        lines = cpuinfo.read_text().splitlines()
+    except OSError:
+        return None
+    names = (line.partition(":")[2].strip() for line in lines if line.startswith("model name"))
+    return next(names, None)
+
+
 def pinned() -> bool:
     """Whether this process runs with the pinned settings."""
     return all(os.environ.get(name) == value for name, value in PINNED.items())

@@ -523,13 +523,13 @@ def weights_digest(model: Any) -> str:
 
 
 def _device() -> str:
-    """What trained: the GPU's name where TRL used one, else ``CPU`` and the level of
-    its kernels (``CPU (AVX2 kernels)``)."""
+    """What trained: the GPU's name where TRL used one, else the CPU's and the level of
+    its kernels (``AMD EPYC 7B13 (AVX2 kernels)``)."""
     import torch
 
     if torch.cuda.is_available():
         return torch.cuda.get_device_name()
-    return f"CPU ({kernels.capability()} kernels)"
+    return f"{kernels.cpu_name() or 'CPU'} ({kernels.capability()} kernels)"
 
 
 def write(report: dict[str, Any], results: Path) -> None:

@@ -28,6 +28,15 @@ def test_avx2_is_read_from_the_cpus_flags_not_from_a_longer_word(
     assert not kernels.has_avx2(cpuinfo)
 
 
+def test_the_cpus_name_is_its_first_model_name_line(tmp_path: Path) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 7B13\nmodel name\t: other\n")
+    assert kernels.cpu_name(cpuinfo) == "AMD EPYC 7B13"
+    cpuinfo.write_text("processor\t: 0\nFeatures\t: fp asimd\n")  # an ARM CPU names none
+    assert kernels.cpu_name(cpuinfo) is None
+    assert kernels.cpu_name(tmp_path / "absent") is None
+
+
 @pytest.mark.skipif(not kernels.has_avx2(), reason="the kernels are pinned on x86-64 with AVX2")
 def test_a_run_reruns_itself_once_with_the_kernels_pinned_to_avx2() -> None:
     script = (
