@@ -202,6 +202,12 @@ def main() -> None:
         "optimizer steps old (0: lockstep; bench/results/async.md)",
     )  # fmt: skip
     parser.add_argument(
+        "--scale-rewards", choices=("group", "batch", "none"), default="group",
+        help="TRL's scale_rewards: each advantage divided by its group's spread of rewards, "
+        "the batch's, or by nothing; by the group's, 8 answers that differ only in a "
+        "hundredth of win_chance weigh as much as a group holding an invalid move",
+    )  # fmt: skip
+    parser.add_argument(
         "--loss-type", default="grpo", help="TRL's loss_type: grpo, cispo (the talk's), dapo..."
     )
     parser.add_argument(
@@ -402,7 +408,8 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
               "max_steps": args.grpo_steps * args.updates_per_batch,
               "learning_rate": args.grpo_lr, "warmup_steps": args.grpo_warmup_steps,
               "logging_steps": 1,
-              "loss_type": args.loss_type, "beta": args.grpo_beta, "save_strategy": "no",
+              "loss_type": args.loss_type, "scale_rewards": args.scale_rewards,
+              "beta": args.grpo_beta, "save_strategy": "no",
               "gradient_checkpointing": False,  # TRL's default; a fifth of each update here
               "seed": args.grpo_seed},
     )  # fmt: skip
@@ -547,6 +554,10 @@ def write(report: dict[str, Any], results: Path) -> None:
     hotter = f", sampled at temperature {temperature:g}" if temperature != 1.0 else ""
     beta = args.get("grpo_beta")  # likewise
     held = f", KL penalty {beta:g} to the SFT model" if beta else ""
+    scaled = args.get("scale_rewards", "group")  # likewise
+    held += {"batch": ", rewards scaled by the batch's spread", "none": ", rewards unscaled"}.get(
+        scaled, ""
+    )
     marker = args.get("grpo_train_from")  # likewise
     held += f", each turn trained from {marker} on" if marker else ""
     noise = args.get("warmup_noise", 0.1)  # likewise
