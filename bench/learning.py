@@ -205,7 +205,8 @@ def main() -> None:
         "--scale-rewards", choices=("group", "batch", "none"), default="group",
         help="TRL's scale_rewards: each advantage divided by its group's spread of rewards, "
         "the batch's, or by nothing; by the group's, 8 answers that differ only in a "
-        "hundredth of win_chance weigh as much as a group holding an invalid move",
+        "hundredth of win_chance weigh as much as a group holding an invalid move; batch "
+        "did no better on seed 42 (bench/README.md, \"Advantages scaled by the batch's spread\")",
     )  # fmt: skip
     parser.add_argument(
         "--loss-type", default="grpo", help="TRL's loss_type: grpo, cispo (the talk's), dapo..."
