@@ -166,9 +166,15 @@ def main() -> None:
     parser.add_argument("--grpo-prompts", type=int, default=16, help="episode groups per step")
     parser.add_argument(
         "--grpo-lr", type=float, default=None,
-        help="peak of TRL's linear decay (default 3e-4 for games: at 1e-3 the first batches "
-        "undid what SFT taught, games with an invalid move 28%% -> 52%% in one batch; 1e-4 "
-        "for moves, whose SFT model 3e-4 made worse)",
+        help="the GRPO learning rate after its warm-up (default 3e-4 for games: at 1e-3 the "
+        "first batches undid what SFT taught, games with an invalid move 28%% -> 52%% in one "
+        "batch; 1e-4 for moves, whose SFT model 3e-4 made worse)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--grpo-lr-schedule", choices=("linear", "constant"), default="linear",
+        help="after the warm-up, --grpo-lr decays linearly to 0 by the last batch (TRL's "
+        "default) or holds: the invalid answers in the defaults' batches still fell when the "
+        "decay had left a sixth of the rate",
     )  # fmt: skip
     parser.add_argument(
         "--grpo-warmup-steps", type=int, default=8,
@@ -408,6 +414,8 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
               "per_device_train_batch_size": 8 * args.grpo_prompts // args.updates_per_batch,
               "max_steps": args.grpo_steps * args.updates_per_batch,
               "learning_rate": args.grpo_lr, "warmup_steps": args.grpo_warmup_steps,
+              "lr_scheduler_type": {"linear": "linear", "constant": "constant_with_warmup"}[
+                  args.grpo_lr_schedule],
               "logging_steps": 1,
               "loss_type": args.loss_type, "scale_rewards": args.scale_rewards,
               "beta": args.grpo_beta, "save_strategy": "no",
@@ -551,6 +559,8 @@ def write(report: dict[str, Any], results: Path) -> None:
     per_move = f", {cost:g} per invalid move" if cost else ""
     warmup = args.get("grpo_warmup_steps")  # likewise
     warmed = f" after {warmup} warm-up steps" if warmup else ""
+    if args.get("grpo_lr_schedule") == "constant":  # absent from reports older than the option
+        warmed = f" held{warmed}"
     temperature = args.get("grpo_temperature", 1.0)  # likewise
     hotter = f", sampled at temperature {temperature:g}" if temperature != 1.0 else ""
     beta = args.get("grpo_beta")  # likewise

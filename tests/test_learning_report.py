@@ -80,7 +80,8 @@ def test_the_report_says_when_sft_and_grpo_trained_on_single_moves(tmp_path: Pat
     assert "spread" not in table and "unscaled" not in table  # TRL's default, by the group's
     args |= {"warmup_positions": "played", "warmup_ties": "wins", "warmup_opponent": [0.0, 1.0],
              "grpo_temperature": 1.5, "grpo_beta": 0.04, "grpo_train_from": "<move>",
-             "grpo_endgames": 0.2, "scale_rewards": "batch"}  # fmt: skip
+             "grpo_endgames": 0.2, "scale_rewards": "batch",
+             "grpo_lr_schedule": "constant", "grpo_warmup_steps": 8}  # fmt: skip
     write(report, tmp_path)
     table = (tmp_path / "learning.md").read_text()
     assert (
@@ -89,8 +90,9 @@ def test_the_report_says_when_sft_and_grpo_trained_on_single_moves(tmp_path: Pat
     ) in table
     assert "16 x 8 moves of tictactoe_move, 20% of them a game's last free cell, the " in table
     assert (
-        "(grpo loss, lr 0.0003, sampled at temperature 1.5, KL penalty 0.04 to the SFT model, "
-        "rewards scaled by the batch's spread, each turn trained from <move> on, 4 optimizer steps"
+        "(grpo loss, lr 0.0003 held after 8 warm-up steps, sampled at temperature 1.5, KL "
+        "penalty 0.04 to the SFT model, rewards scaled by the batch's spread, each turn trained "
+        "from <move> on, 4 optimizer steps"
     ) in table
     write(report | {"args": args | {"scale_rewards": "none"}}, tmp_path)
     assert "to the SFT model, rewards unscaled, each turn" in (tmp_path / "learning.md").read_text()
