@@ -152,6 +152,12 @@ def main() -> None:
         "-> 76%% in 30 batches)",
     )  # fmt: skip
     parser.add_argument(
+        "--grpo-opponent", type=float, nargs=2, default=(0.0, 1.0), metavar=("MIN", "MAX"),
+        help="--task move's played positions: the random-move probability range of the "
+        "opponent in the games they are drawn from (tictactoe_move's); lower, more of the "
+        "positions a strong opponent leads to, as in the talk's second stage (0-0.25)",
+    )  # fmt: skip
+    parser.add_argument(
         "--grpo-endgames", type=float, default=0.0, metavar="SHARE",
         help="--task move's share of GRPO positions that are a played game's last move, the "
         "board's one free cell (tictactoe_move's endgame_share; 3%% of played positions are "
@@ -397,7 +403,12 @@ def run_stages(url: str, args: argparse.Namespace, scratch: Path) -> dict[str, A
         env_config=(
             {**train_opponent, "num_groups": args.grpo_prompts, **turn_limit}
             if games
-            else {"positions": args.grpo_positions, "endgame_share": args.grpo_endgames}
+            else {
+                "positions": args.grpo_positions,
+                "endgame_share": args.grpo_endgames,
+                "min_random_move_prob": args.grpo_opponent[0],
+                "max_random_move_prob": args.grpo_opponent[1],
+            }
         ),
         output_dir=str(scratch / "grpo"),
         max_completion_length=768 if games else args.max_tokens_per_turn,
@@ -595,6 +606,9 @@ def write(report: dict[str, Any], results: Path) -> None:
         )
         endgames = args.get("grpo_endgames")  # absent from reports older than the option
         last_cells = f", {endgames:.0%} of them a game's last free cell" if endgames else ""
+        opponent = tuple(args.get("grpo_opponent") or (0.0, 1.0))  # likewise
+        if opponent != (0.0, 1.0):
+            last_cells += f", played against a {opponent[0]:.0%}-{opponent[1]:.0%} random opponent"
         grpo_data = f"moves of tictactoe_move{last_cells}, the evaluation's games shown their "
         grpo_data += "latest turn "
     lines = [

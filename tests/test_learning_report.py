@@ -81,14 +81,18 @@ def test_the_report_says_when_sft_and_grpo_trained_on_single_moves(tmp_path: Pat
     args |= {"warmup_positions": "played", "warmup_ties": "wins", "warmup_opponent": [0.0, 1.0],
              "grpo_temperature": 1.5, "grpo_beta": 0.04, "grpo_train_from": "<move>",
              "grpo_endgames": 0.2, "scale_rewards": "batch",
-             "grpo_lr_schedule": "constant", "grpo_warmup_steps": 8}  # fmt: skip
+             "grpo_lr_schedule": "constant", "grpo_warmup_steps": 8,
+             "grpo_opponent": [0.0, 0.5]}  # fmt: skip
     write(report, tmp_path)
     table = (tmp_path / "learning.md").read_text()
     assert (
         "4000 warm-up games (minimax, wins ties, 0% random moves, against a 0%-100% random "
         "opponent), each turn as its latest message, 800 SFT steps"
     ) in table
-    assert "16 x 8 moves of tictactoe_move, 20% of them a game's last free cell, the " in table
+    assert (
+        "16 x 8 moves of tictactoe_move, 20% of them a game's last free cell, played against a "
+        "0%-50% random opponent, the "
+    ) in table
     assert (
         "(grpo loss, lr 0.0003 held after 8 warm-up steps, sampled at temperature 1.5, KL "
         "penalty 0.04 to the SFT model, rewards scaled by the batch's spread, each turn trained "

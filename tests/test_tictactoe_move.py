@@ -191,6 +191,42 @@ def test_played_positions_are_a_strong_players_turns_as_often_as_games_meet_them
     assert ENV.examples(config, "eval")[:50] != drawn[:50]
 
 
+def test_played_positions_against_an_optimal_opponent_are_its_games_turns_only() -> None:
+    def optimal_opponents_positions() -> set[str]:
+        met: set[str] = set()
+
+        def visit(board: str, x_to_move: bool) -> None:
+            if winner(board) is not None:
+                return
+            if x_to_move:
+                met.add(board)
+                visit(place(board, likeliest_win(board), "X"), False)
+            else:
+                for cell in optimal_moves(board, "O"):
+                    visit(place(board, cell, "O"), True)
+
+        visit(EMPTY_BOARD, True)
+        visit(EMPTY_BOARD, False)
+        return met
+
+    optimal = TicTacToeMoveConfig(positions="played", max_random_move_prob=0.0)
+    drawn = [ENV.examples(optimal, "train")[i] for i in range(500)]
+    met = optimal_opponents_positions()
+    assert set(drawn) <= met and len(set(drawn)) > len(met) // 2
+    assert len(met) < 200 < len(strong_players_positions())
+    default = TicTacToeMoveConfig(positions="played")
+    ranged = TicTacToeMoveConfig(
+        positions="played", min_random_move_prob=0.0, max_random_move_prob=1.0
+    )
+    assert [ENV.examples(ranged, "train")[i] for i in range(200)] == [
+        ENV.examples(default, "train")[i] for i in range(200)
+    ]  # the full range draws what the default drew before the option
+    with pytest.raises(ValueError, match="positions='played' only"):
+        TicTacToeMoveConfig(max_random_move_prob=0.25)
+    with pytest.raises(ValueError, match="must not exceed"):
+        TicTacToeMoveConfig(positions="played", min_random_move_prob=0.5, max_random_move_prob=0.2)
+
+
 def test_endgame_share_makes_that_share_of_played_positions_the_last_free_cell() -> None:
     config = TicTacToeMoveConfig(positions="played", endgame_share=0.5)
     drawn = [ENV.examples(config, "train")[i] for i in range(2000)]

@@ -79,8 +79,24 @@ class TicTacToeMoveConfig(SizedConfig):
         description="Which positions the examples are: `marks`, every position of a game in "
         "progress, example i drawn among those with i mod 9 marks; `played`, a turn of a game "
         "X plays with the optimal move likeliest to win against an opponent playing at random "
-        "with a per-example probability (uniform in 0-1), minimax-optimally otherwise: the "
-        "positions a strong player meets, as often as it meets them.",
+        "with a per-example probability (uniform in min_random_move_prob-max_random_move_prob), "
+        "minimax-optimally otherwise: the positions a strong player meets, as often as it meets "
+        "them.",
+    )
+    min_random_move_prob: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="With `played` positions, the lowest chance that the played games' "
+        "opponent plays a random move.",
+    )
+    max_random_move_prob: float = Field(
+        1.0,
+        ge=0.0,
+        le=1.0,
+        description="With `played` positions, the highest chance that the played games' "
+        "opponent plays a random move: lower, the positions strong opponents lead to weigh "
+        "more (the talk's second stage trained against 0-0.25).",
     )
     endgame_share: float = Field(
         0.0,
@@ -92,30 +108,40 @@ class TicTacToeMoveConfig(SizedConfig):
     )
 
     @model_validator(mode="after")
-    def _endgames_are_played(self) -> TicTacToeMoveConfig:
+    def _played_options_are_played(self) -> TicTacToeMoveConfig:
         if self.endgame_share and self.positions != "played":
             raise ValueError("endgame_share applies to positions='played' only")
+        if self.opponent != (0.0, 1.0) and self.positions != "played":
+            raise ValueError("the random-move range applies to positions='played' only")
+        if self.min_random_move_prob > self.max_random_move_prob:
+            raise ValueError("min_random_move_prob must not exceed max_random_move_prob")
         return self
 
+    @property
+    def opponent(self) -> tuple[float, float]:
+        """The played games' opponent: its random-move probability range."""
+        return self.min_random_move_prob, self.max_random_move_prob
 
-def played_position(draw: random.Random) -> str:
+
+def played_position(draw: random.Random, opponent: tuple[float, float]) -> str:
     """One of X's turns, drawn uniformly, of a game ``played_turns`` plays."""
-    return draw.choice(played_turns(draw))
+    return draw.choice(played_turns(draw, opponent))
 
 
-def played_endgame(draw: random.Random) -> str:
+def played_endgame(draw: random.Random, opponent: tuple[float, float]) -> str:
     """The position with one free cell of the first game ``played_turns`` plays that
     reaches it with X to move (about one game in six does)."""
-    while (last := played_turns(draw)[-1]).count(EMPTY) != 1:
+    while (last := played_turns(draw, opponent)[-1]).count(EMPTY) != 1:
         pass
     return last
 
 
-def played_turns(draw: random.Random) -> list[str]:
+def played_turns(draw: random.Random, opponent: tuple[float, float]) -> list[str]:
     """X's turns of a game that X plays ``likeliest_win`` against an opponent who plays at
-    random with a probability drawn uniformly in 0-1 and minimax-optimally otherwise;
-    either player first, as in ``tictactoe``."""
-    random_move_prob = draw.random()
+    random with a probability drawn uniformly in ``opponent``'s range and minimax-optimally
+    otherwise; either player first, as in ``tictactoe``."""
+    low, high = opponent
+    random_move_prob = low + (high - low) * draw.random()  # 0-1: the draw itself, bit for bit
     board, x_to_move, turns = EMPTY_BOARD, draw.random() < 0.5, []
     while winner(board) is None:
         if x_to_move:
@@ -131,7 +157,7 @@ def played_turns(draw: random.Random) -> list[str]:
 
 class TicTacToeMove(Environment[TicTacToeMoveConfig]):
     name = "tictactoe_move"
-    version = "1.3.0"  # 1.1: positions; 1.2: the win_chance reward; 1.3: endgame_share
+    version = "1.4.0"  # 1.1: positions; 1.2: win_chance; 1.3: endgame_share; 1.4: opponent range
     description = (
         "Single-turn tic-tac-toe: one position of a game in progress, X to move; the move "
         "is scored by the solved game (won, drawn or lost with perfect play after it)."
@@ -164,8 +190,8 @@ class TicTacToeMove(Environment[TicTacToeMoveConfig]):
             draw = random.Random(stable_hash(self.name, split, config.seed, index))
             if config.positions == "played":
                 if config.endgame_share and draw.random() < config.endgame_share:
-                    return played_endgame(draw)
-                return played_position(draw)
+                    return played_endgame(draw, config.opponent)
+                return played_position(draw, config.opponent)
             return draw.choice(groups[index % len(groups)])
 
         return GeneratedExamples(config.split_size(split), make)
