@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
@@ -159,8 +160,11 @@ def test_example_i_has_i_mod_9_marks_and_repeats() -> None:
     assert reseeded[9:900] != ENV.examples(CONFIG, "train")[9:900]
 
 
-def strong_players_positions() -> set[str]:
-    """Every position X meets playing ``likeliest_win`` against any opponent."""
+def strong_players_positions(
+    opponent_moves: Callable[[str], Iterable[int]] = legal_moves,
+) -> set[str]:
+    """Every position X meets playing ``likeliest_win`` against an opponent who may play
+    ``opponent_moves`` (any move, by default)."""
     met: set[str] = set()
 
     def visit(board: str, x_to_move: bool) -> None:
@@ -170,7 +174,7 @@ def strong_players_positions() -> set[str]:
             met.add(board)
             visit(place(board, likeliest_win(board), "X"), False)
         else:
-            for cell in legal_moves(board):
+            for cell in opponent_moves(board):
                 visit(place(board, cell, "O"), True)
 
     visit(EMPTY_BOARD, True)
@@ -192,26 +196,9 @@ def test_played_positions_are_a_strong_players_turns_as_often_as_games_meet_them
 
 
 def test_played_positions_against_an_optimal_opponent_are_its_games_turns_only() -> None:
-    def optimal_opponents_positions() -> set[str]:
-        met: set[str] = set()
-
-        def visit(board: str, x_to_move: bool) -> None:
-            if winner(board) is not None:
-                return
-            if x_to_move:
-                met.add(board)
-                visit(place(board, likeliest_win(board), "X"), False)
-            else:
-                for cell in optimal_moves(board, "O"):
-                    visit(place(board, cell, "O"), True)
-
-        visit(EMPTY_BOARD, True)
-        visit(EMPTY_BOARD, False)
-        return met
-
     optimal = TicTacToeMoveConfig(positions="played", max_random_move_prob=0.0)
     drawn = [ENV.examples(optimal, "train")[i] for i in range(500)]
-    met = optimal_opponents_positions()
+    met = strong_players_positions(lambda board: optimal_moves(board, "O"))
     assert set(drawn) <= met and len(set(drawn)) > len(met) // 2
     assert len(met) < 200 < len(strong_players_positions())
     default = TicTacToeMoveConfig(positions="played")
