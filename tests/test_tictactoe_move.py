@@ -201,13 +201,10 @@ def test_played_positions_against_an_optimal_opponent_are_its_games_turns_only()
     met = strong_players_positions(lambda board: optimal_moves(board, "O"))
     assert set(drawn) <= met and len(set(drawn)) > len(met) // 2
     assert len(met) < 200 < len(strong_players_positions())
+    # the default range, 0-1, draws the positions that tictactoe_move 1.3 drew, bit for bit
+    before = ["..OOXX..O", "X.XO....O", ".........", "XXOOO.X..", "O...X...O", ".X.OX.O.O"]
     default = TicTacToeMoveConfig(positions="played")
-    ranged = TicTacToeMoveConfig(
-        positions="played", min_random_move_prob=0.0, max_random_move_prob=1.0
-    )
-    assert [ENV.examples(ranged, "train")[i] for i in range(200)] == [
-        ENV.examples(default, "train")[i] for i in range(200)
-    ]  # the full range draws what the default drew before the option
+    assert [ENV.examples(default, "train")[i] for i in range(6)] == before
     with pytest.raises(ValueError, match="positions='played' only"):
         TicTacToeMoveConfig(max_random_move_prob=0.25)
     with pytest.raises(ValueError, match="must not exceed"):
